@@ -1,0 +1,327 @@
+"""Closed-loop load generator: exactly C requests in flight until N are done.
+
+Each of C workers sends its next request the moment its previous one ends, so the server
+sees C concurrent streams for the whole run except the ramp-down tail. Every request records
+its send time, the arrival time of every chunk that carried tokens, the server's cumulative
+token count after that chunk, and the server's final counts (``completion_tokens``,
+``spec_verify_ct``). Events that arrive in one socket read share one timestamp and are one
+chunk: the client cannot tell them apart in time.
+
+The per-chunk loop is the hot path and stays small: one ``split`` per read and, on SGLang's
+native API, no JSON parsing until the stream ends (the cumulative ``completion_tokens`` is
+found from the end of the event, where ``meta_info`` sits).
+
+While a run goes, a monitor samples the event loop's lag and the client's CPU time, so a
+run in which the client, not the server, set the pace can be told apart (see
+:func:`pytest_llmperf.metrics.client_checks`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import httpx
+
+from pytest_llmperf.prompts import PromptSet, default_prompts
+from pytest_llmperf.transport import make_client
+
+perf_counter = time.perf_counter
+LAG_SAMPLE_INTERVAL_S = 0.005
+WARMUP_OUTPUT_LEN = 16
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    index: int
+    start: float = 0.0
+    end: float = 0.0
+    chunk_times: list[float] = field(default_factory=list)
+    #: Server's cumulative completion tokens after each chunk (None where it did not say).
+    chunk_cumulative: list[float | None] = field(default_factory=list)
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    spec_verify_ct: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+    @property
+    def e2e(self) -> float:
+        return self.end - self.start
+
+    @property
+    def ttft(self) -> float | None:
+        return self.chunk_times[0] - self.start if self.chunk_times else None
+
+    def chunk_tokens(self) -> list[float]:
+        """Tokens per chunk: exact from the server's running counts, else spread evenly."""
+        cum = self.chunk_cumulative
+        if cum and all(c is not None for c in cum):
+            return [c - p for c, p in zip(cum, [0.0, *cum[:-1]])]
+        total = self.completion_tokens or 0
+        return [total / len(cum)] * len(cum) if cum else []
+
+
+@dataclass
+class RunRecords:
+    """One measured run: N requests at concurrency C, and how the client fared."""
+
+    concurrency: int
+    records: list[RequestRecord]
+    loop_lag_s: list[float]
+    client_cpu_s: float
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every request asks for: the same prompts, length and sampling for every run."""
+
+    api: str  # "sglang" (native /generate) or "openai" (/v1/completions)
+    output_len: int
+    prompts: PromptSet = field(default_factory=default_prompts)
+    model: str = "default"
+
+    @property
+    def path(self) -> str:
+        return "/generate" if self.api == "sglang" else "/v1/completions"
+
+    def bodies(self, output_len: int | None = None) -> list[bytes]:
+        """Pre-encoded request bodies, one per prompt, built once per level."""
+        length = output_len or self.output_len
+        out = []
+        for prompt in self.prompts.prompts:
+            if self.api == "sglang":
+                body: dict[str, Any] = {"text": prompt, "stream": True, "sampling_params": {
+                    "max_new_tokens": length, "temperature": 0.0, "ignore_eos": True}}
+            else:
+                body = {"model": self.model, "prompt": prompt, "max_tokens": length, "temperature": 0.0,
+                        "ignore_eos": True, "stream": True,
+                        "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+            out.append(json.dumps(body, separators=(",", ":")).encode())
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"api": self.api, "path": self.path, "output_len": self.output_len, "prompt_set": self.prompts.name,
+                "prompt_set_sha256": self.prompts.sha256, "temperature": 0.0, "ignore_eos": True}
+
+
+# ----- stream parsing ----------------------------------------------------------------------
+
+_TOKENS_KEY = b'"completion_tokens":'
+_DIGITS = re.compile(rb"\s*(\d+)")
+
+
+class _NativeStream:
+    """SGLang ``/generate``: cumulative ``meta_info.completion_tokens`` in every event."""
+
+    __slots__ = ("count", "last")
+
+    def __init__(self) -> None:
+        self.count: float | None = 0
+        self.last = b""
+
+    def event(self, data: bytes) -> bool:
+        """Take one event's payload; True if it carried new tokens."""
+        at = data.rfind(_TOKENS_KEY)  # meta_info ends the event: searching from the end is short
+        self.last = data
+        if at < 0:
+            return False
+        n = int(_DIGITS.match(data, at + len(_TOKENS_KEY)).group(1))
+        grew = n > self.count
+        self.count = n
+        return grew
+
+    def finish(self, rec: RequestRecord) -> None:
+        if not self.last:
+            rec.error = rec.error or "empty stream: no events before [DONE]"
+            return
+        obj = json.loads(self.last)
+        if "error" in obj:
+            rec.error = f"server error: {_error_text(obj['error'])}"
+            return
+        meta = obj.get("meta_info") or {}
+        rec.completion_tokens = meta.get("completion_tokens")
+        rec.prompt_tokens = meta.get("prompt_tokens")
+        rec.spec_verify_ct = meta.get("spec_verify_ct")
+        reason = meta.get("finish_reason")
+        rec.finish_reason = reason.get("type") if isinstance(reason, dict) else reason
+        if rec.finish_reason == "abort":
+            rec.error = f"server aborted the request: {reason.get('message', reason)}"
+
+
+class _OpenAIStream:
+    """OpenAI ``/v1/completions`` (and chat): text deltas, ``usage`` per chunk when the server
+    honours ``continuous_usage_stats``, else only in the final usage chunk."""
+
+    __slots__ = ("count", "usage", "error", "finish_reason", "sglext")
+
+    def __init__(self) -> None:
+        self.count: float | None = None
+        self.usage: dict | None = None
+        self.error: str | None = None
+        self.finish_reason: str | None = None
+        self.sglext: dict | None = None
+
+    def event(self, data: bytes) -> bool:
+        obj = json.loads(data)
+        if "error" in obj:
+            self.error = _error_text(obj["error"])
+            return False
+        usage = obj.get("usage")
+        if usage:
+            self.usage = usage
+        if obj.get("sglext"):
+            self.sglext = obj["sglext"]
+        content = False
+        for choice in obj.get("choices") or ():
+            delta = choice.get("delta")
+            text = delta.get("content") if delta is not None else choice.get("text")
+            if text:
+                content = True
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        if content:
+            self.count = usage.get("completion_tokens") if usage else None
+        return content
+
+    def finish(self, rec: RequestRecord) -> None:
+        if self.error:
+            rec.error = f"server error: {self.error}"
+            return
+        if not self.usage or self.usage.get("completion_tokens") is None:
+            rec.error = ("the server reported no usage.completion_tokens; token counts must come from the "
+                         "server (stream_options.include_usage)")
+            return
+        rec.completion_tokens = int(self.usage["completion_tokens"])
+        rec.prompt_tokens = self.usage.get("prompt_tokens")
+        rec.finish_reason = self.finish_reason
+        details = (self.sglext or {}).get("spec_tokens_details") or {}
+        rec.spec_verify_ct = details.get("spec_verify_ct")
+
+
+def _error_text(err: Any) -> str:
+    return str(err.get("message", err)) if isinstance(err, dict) else str(err)
+
+
+async def send_one(client: httpx.AsyncClient, path: str, body: bytes, api: str, rec: RequestRecord) -> None:
+    """Stream one request into ``rec``; errors are recorded, never raised."""
+    stream = _NativeStream() if api == "sglang" else _OpenAIStream()
+    times, cumulative = rec.chunk_times, rec.chunk_cumulative
+    rec.start = perf_counter()
+    try:
+        async with client.stream("POST", path, content=body,
+                                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"}) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode("utf-8", "replace")
+                rec.error = f"HTTP {resp.status_code}: {text[:300]}"
+                return
+            buf = b""
+            async for data in resp.aiter_raw():
+                now = perf_counter()
+                events = (buf + data).split(b"\n\n")
+                buf = events.pop()
+                grew = False
+                for event in events:
+                    if event.startswith(b"data:"):
+                        payload = event[5:].strip()
+                        if payload != b"[DONE]" and stream.event(payload):
+                            grew = True
+                if grew:
+                    times.append(now)
+                    cumulative.append(stream.count)
+    except httpx.TimeoutException as exc:
+        rec.error = f"stalled: {exc} (request_timeout_s)"
+    except httpx.HTTPError as exc:
+        rec.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        rec.end = perf_counter()
+    if rec.error is None:
+        stream.finish(rec)
+
+
+class _ClientMonitor:
+    """Samples the event loop's scheduling lag while a run goes."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self._task: asyncio.Task | None = None
+
+    async def _sample(self) -> None:
+        while True:
+            before = perf_counter()
+            await asyncio.sleep(LAG_SAMPLE_INTERVAL_S)
+            self.lags.append(max(0.0, perf_counter() - before - LAG_SAMPLE_INTERVAL_S))
+
+    def __enter__(self) -> "_ClientMonitor":
+        self._task = asyncio.get_running_loop().create_task(self._sample())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+async def closed_loop(client: httpx.AsyncClient, workload: Workload, bodies: list[bytes],
+                      concurrency: int, n_requests: int) -> RunRecords:
+    """Run N requests with exactly ``concurrency`` in flight until the last ones drain."""
+    records = [RequestRecord(i) for i in range(n_requests)]
+    next_index = 0
+    path, api = workload.path, workload.api
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < n_requests:
+            i = next_index
+            next_index += 1
+            await send_one(client, path, bodies[i % len(bodies)], api, records[i])
+
+    cpu0, wall0 = time.process_time(), perf_counter()
+    with _ClientMonitor() as monitor:
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, n_requests))))
+    return RunRecords(concurrency, records, monitor.lags, time.process_time() - cpu0, perf_counter() - wall0)
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    concurrency: int
+    n_requests: int
+    runs: int
+    warmup: bool = True
+
+
+async def measure_level_async(
+    base_url: str, workload: Workload, plan: LevelPlan, *, transport: str = "aiohttp",
+    timeout_s: float = 600.0, headers: dict[str, str] | None = None,
+    between_runs: Callable[[httpx.AsyncClient], Any] | None = None,
+) -> list[RunRecords]:
+    """Warm up at C (opening the C pooled connections), then measure ``plan.runs`` runs."""
+    async with make_client(base_url, transport=transport, concurrency=plan.concurrency, timeout_s=timeout_s,
+                           headers=headers) as client:
+        if plan.warmup:
+            short = workload.bodies(min(workload.output_len, WARMUP_OUTPUT_LEN))
+            await closed_loop(client, workload, short, plan.concurrency, plan.concurrency)
+        bodies = workload.bodies()
+        runs = []
+        for _ in range(plan.runs):
+            if between_runs is not None:
+                await between_runs(client)
+            runs.append(await closed_loop(client, workload, bodies, plan.concurrency, plan.n_requests))
+        return runs
+
+
+def measure_level(base_url: str, workload: Workload, plan: LevelPlan, **kwargs: Any) -> list[RunRecords]:
+    """Synchronous entry point for tests and fixtures: a fresh event loop per level."""
+    return asyncio.run(measure_level_async(base_url, workload, plan, **kwargs))
+
+
+async def flush_cache(client: httpx.AsyncClient) -> None:
+    """SGLang's ``/flush_cache`` between runs (radix cache, spec counters); idle servers only."""
+    try:
+        await client.post("/flush_cache")
+    except httpx.HTTPError:
+        pass  # a server without the endpoint measures the same; the run itself will tell if it is down

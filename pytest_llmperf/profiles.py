@@ -1,0 +1,305 @@
+"""Profiles: named server configurations and their workload, read from a TOML file.
+
+A profile says which engine to start, with which model, flags and environment, which API
+to speak and how to load it (concurrency levels, runs, output length). ``extends`` makes a
+profile inherit another's fields, so two profiles differ in exactly what is compared:
+lists are replaced, ``extra_args`` is appended to the inherited ``args``, ``env`` is merged.
+
+Every error names the file, the profile, the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import string
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from pytest_llmperf.errors import ProfileError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+ENGINES = ("sglang", "sim", "command")
+APIS = ("sglang", "openai")
+#: Placeholders a ``command`` may use; the launcher fills them in.
+COMMAND_PLACEHOLDERS = ("host", "port", "model", "python", "run_dir")
+
+#: Fields and their defaults; a field missing here is not a profile field.
+DEFAULTS: dict[str, Any] = {
+    "description": "",
+    "engine": "sim",
+    "python": None,
+    "model": "sim-model",
+    "args": [],
+    "extra_args": [],
+    "env": {},
+    "command": None,
+    "host": "127.0.0.1",
+    "api": "sglang",
+    "concurrency": [1, 2, 5, 10, 30, 70, 100, 250],
+    "runs": 3,
+    "output_len": 512,
+    "min_requests": 16,
+    "warmup": True,
+    "ready_timeout_s": 1800.0,
+    "shutdown_timeout_s": 60.0,
+    "request_timeout_s": 600.0,
+    "fail_margin": 0.15,
+    "warn_margin": 0.05,
+}
+PROFILE_FIELDS = ("extends", *DEFAULTS)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One resolved profile (``extends`` already applied)."""
+
+    name: str
+    source: Path
+    description: str = ""
+    engine: str = "sim"
+    python: str | None = None
+    model: str = "sim-model"
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] | None = None
+    host: str = "127.0.0.1"
+    api: str = "sglang"
+    concurrency: tuple[int, ...] = (1, 2, 5, 10, 30, 70, 100, 250)
+    runs: int = 3
+    output_len: int = 512
+    min_requests: int = 16
+    warmup: bool = True
+    ready_timeout_s: float = 1800.0
+    shutdown_timeout_s: float = 60.0
+    request_timeout_s: float = 600.0
+    fail_margin: float = 0.15
+    warn_margin: float = 0.05
+    extends: str | None = None
+
+    def requests_per_run(self, concurrency: int) -> int:
+        """N = max(floor, 4·C): enough waves that the ramp-down tail stays small."""
+        return max(self.min_requests, 4 * concurrency)
+
+    @property
+    def speculative(self) -> bool:
+        return "--speculative-algorithm" in self.args
+
+
+@dataclass(frozen=True)
+class ProfileSet:
+    """All profiles of one file, plus the file's default selection."""
+
+    path: Path
+    profiles: Mapping[str, Profile]
+    default: tuple[str, ...] = ()
+
+    def names(self) -> list[str]:
+        return sorted(self.profiles)
+
+    def select(self, names: list[str]) -> list[Profile]:
+        """The named profiles, in order; an unknown name lists the available ones."""
+        chosen = []
+        for name in names:
+            if name not in self.profiles:
+                hint = _did_you_mean(name, self.profiles)
+                raise ProfileError(
+                    f"unknown profile {name!r} in {self.path}.{hint} "
+                    f"Available profiles: {', '.join(self.names())}."
+                )
+            chosen.append(self.profiles[name])
+        return chosen
+
+
+def load_profiles(path: str | Path) -> ProfileSet:
+    """Read, resolve and validate every profile of a TOML file."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ProfileError(
+            f"profiles file {path} does not exist. Create it or point --llm-profiles-file "
+            "(ini: llmperf_profiles_file) at one."
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
+
+    unknown_top = sorted(set(raw) - {"profiles", "default"})
+    if unknown_top:
+        raise ProfileError(
+            f"{path}: unknown top-level key(s) {unknown_top}; allowed: 'profiles' (a table of "
+            "profiles) and 'default' (the profile names run when none is chosen)."
+        )
+    tables = raw.get("profiles")
+    if not isinstance(tables, dict) or not tables:
+        raise ProfileError(f"{path}: no profiles; define at least one [profiles.NAME] table.")
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise ProfileError(f"{path}: profiles.{name} must be a table, got {type(table).__name__}.")
+
+    profiles = {name: _resolve(path, tables, name, ()) for name in tables}
+
+    default = raw.get("default", [])
+    if isinstance(default, str):
+        default = [default]
+    if not isinstance(default, list) or not all(isinstance(d, str) for d in default):
+        raise ProfileError(f"{path}: 'default' must be a list of profile names, got {default!r}.")
+    for name in default:
+        if name not in profiles:
+            raise ProfileError(
+                f"{path}: 'default' names unknown profile {name!r}. "
+                f"Available profiles: {', '.join(sorted(profiles))}."
+            )
+    return ProfileSet(path=path, profiles=profiles, default=tuple(default))
+
+
+def _resolve(path: Path, tables: dict[str, dict], name: str, chain: tuple[str, ...]) -> Profile:
+    if name in chain:
+        cycle = " -> ".join((*chain, name))
+        raise ProfileError(f"{path}: profile {name!r}, field 'extends': cycle {cycle}.")
+    table = tables[name]
+    where = f"{path}: profile {name!r}"
+    for key in table:
+        if key not in PROFILE_FIELDS:
+            hint = _did_you_mean(key, PROFILE_FIELDS)
+            raise ProfileError(
+                f"{where}: unknown field {key!r}.{hint} Allowed fields: {', '.join(PROFILE_FIELDS)}."
+            )
+
+    parent_name = table.get("extends")
+    if parent_name is None:
+        merged = {**DEFAULTS, "args": [], "extra_args": [], "env": {}}
+    else:
+        if not isinstance(parent_name, str) or parent_name not in tables:
+            raise ProfileError(
+                f"{where}, field 'extends': {parent_name!r} is not a profile in this file. "
+                f"Available profiles: {', '.join(sorted(tables))}."
+            )
+        parent = _resolve(path, tables, parent_name, (*chain, name))
+        merged = _as_fields(parent)
+
+    for key, value in table.items():
+        if key == "extends":
+            continue
+        if key == "env":
+            _check(where, key, value, _is_str_map, "a table of string values, e.g. { NCCL_PROTO = \"LL\" }")
+            merged["env"] = {**merged["env"], **value}
+        else:
+            merged[key] = value
+    merged["args"] = _str_list(where, "args", merged["args"]) + _str_list(
+        where, "extra_args", table.get("extra_args", [])
+    )
+    merged.pop("extra_args", None)
+    return _build(path, name, parent_name, merged)
+
+
+def _as_fields(profile: Profile) -> dict[str, Any]:
+    fields = {key: getattr(profile, key) for key in DEFAULTS if key != "extra_args"}
+    fields["args"] = list(profile.args)
+    fields["concurrency"] = list(profile.concurrency)
+    fields["env"] = dict(profile.env)
+    fields["command"] = list(profile.command) if profile.command is not None else None
+    return fields
+
+
+def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Profile:
+    where = f"{path}: profile {name!r}"
+    _check(where, "engine", f["engine"], lambda v: v in ENGINES, f"one of {', '.join(map(repr, ENGINES))}")
+    _check(where, "api", f["api"], lambda v: v in APIS, f"one of {', '.join(map(repr, APIS))}")
+    _check(where, "model", f["model"], lambda v: isinstance(v, str) and v, "a non-empty string (passed as --model-path)")
+    _check(where, "python", f["python"], lambda v: v is None or (isinstance(v, str) and v), "a path to a Python interpreter")
+    _check(where, "host", f["host"], lambda v: isinstance(v, str) and v, "a host name or address, e.g. \"127.0.0.1\"")
+    _check(where, "description", f["description"], lambda v: isinstance(v, str), "a string")
+    _check(
+        where, "concurrency", f["concurrency"],
+        lambda v: isinstance(v, list) and v and all(_is_pos_int(c) for c in v) and len(set(v)) == len(v),
+        "a non-empty list of distinct positive integers, e.g. [1, 2, 5, 10]",
+    )
+    for key in ("runs", "output_len", "min_requests"):
+        _check(where, key, f[key], _is_pos_int, "a positive integer")
+    _check(where, "warmup", f["warmup"], lambda v: isinstance(v, bool), "true or false")
+    for key in ("ready_timeout_s", "request_timeout_s"):
+        _check(where, key, f[key], lambda v: _is_number(v) and v > 0, "a number of seconds > 0")
+    _check(where, "shutdown_timeout_s", f["shutdown_timeout_s"], lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
+    for key in ("fail_margin", "warn_margin"):
+        _check(where, key, f[key], lambda v: _is_number(v) and 0 < v < 1, "a fraction between 0 and 1, e.g. 0.15")
+    if f["warn_margin"] > f["fail_margin"]:
+        raise ProfileError(
+            f"{where}, field 'warn_margin': {f['warn_margin']} is larger than fail_margin "
+            f"{f['fail_margin']}; a warning must trigger before a failure."
+        )
+
+    command = f["command"]
+    if f["engine"] == "command":
+        _check(where, "command", command, lambda v: isinstance(v, list) and v and all(isinstance(a, str) for a in v),
+               "a non-empty list of strings (engine = \"command\" starts exactly this)")
+        for arg in command:
+            for _, placeholder, _, _ in string.Formatter().parse(arg):
+                if placeholder is not None and placeholder not in COMMAND_PLACEHOLDERS:
+                    raise ProfileError(
+                        f"{where}, field 'command': unknown placeholder {{{placeholder}}} in {arg!r}; "
+                        f"available: {', '.join('{' + p + '}' for p in COMMAND_PLACEHOLDERS)}."
+                    )
+    elif command is not None:
+        raise ProfileError(
+            f"{where}, field 'command': only used with engine = \"command\" (this profile has "
+            f"engine = {f['engine']!r}); remove it or change the engine."
+        )
+
+    return Profile(
+        name=name,
+        source=path,
+        description=f["description"],
+        engine=f["engine"],
+        python=f["python"],
+        model=f["model"],
+        args=tuple(f["args"]),
+        env=dict(f["env"]),
+        command=tuple(command) if command is not None else None,
+        host=f["host"],
+        api=f["api"],
+        concurrency=tuple(f["concurrency"]),
+        runs=f["runs"],
+        output_len=f["output_len"],
+        min_requests=f["min_requests"],
+        warmup=f["warmup"],
+        ready_timeout_s=float(f["ready_timeout_s"]),
+        shutdown_timeout_s=float(f["shutdown_timeout_s"]),
+        request_timeout_s=float(f["request_timeout_s"]),
+        fail_margin=float(f["fail_margin"]),
+        warn_margin=float(f["warn_margin"]),
+        extends=parent,
+    )
+
+
+def _check(where: str, key: str, value: Any, ok, allowed: str) -> None:
+    if not ok(value):
+        raise ProfileError(f"{where}, field {key!r}: got {value!r}; expected {allowed}.")
+
+
+def _str_list(where: str, key: str, value: Any) -> list[str]:
+    _check(where, key, value, lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+           "a list of strings, e.g. [\"--tp-size\", \"8\"]")
+    return list(value)
+
+
+def _is_pos_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_str_map(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+
+
+def _did_you_mean(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""

@@ -1,0 +1,195 @@
+"""The simulated engine's scheduler: continuous batching on an asyncio loop.
+
+One task plays SGLang's scheduler. Each step it admits waiting requests up to
+``max_running_requests``, sleeps for the step's modelled cost (on an absolute timeline, so
+timer granularity never drifts the average rate), then hands every running request its new
+tokens — one per step, or ``1 + accepted`` drafts with speculation — and wakes its stream.
+A stream that wakes after several steps sends one chunk with all of them, as SGLang does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from pytest_llmperf.sim.model import CostModel, Speculation
+
+log = logging.getLogger("sglang.sim")
+
+
+@dataclass(eq=False)
+class SimRequest:
+    rid: str
+    prompt_tokens: int
+    target_tokens: int  # max_new_tokens, or the natural EOS point without ignore_eos
+    stopped_by_eos: bool
+    received: float  # loop time
+    generated: int = 0
+    verify_ct: int = 0
+    accepted_drafts: int = 0
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    error: str | None = None
+    stalled: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None or self.error is not None
+
+
+@dataclass
+class Faults:
+    """Knobs the plugin's own tests use to make the engine misbehave."""
+
+    fail_every: int = 0  # every Nth request fails
+    crash_after_requests: int = 0  # exit the process after N finished requests
+    stall_after_tokens: int = 0  # streams stop (and never finish) after N tokens
+
+
+class Engine:
+    def __init__(
+        self,
+        cost: CostModel,
+        max_running_requests: int,
+        speculation: Speculation | None = None,
+        faults: Faults | None = None,
+        seed: int = 0,
+        decode_log_interval: int = 40,
+    ) -> None:
+        self.cost = cost
+        self.max_running = max_running_requests
+        self.spec = speculation
+        self.faults = faults or Faults()
+        self.decode_log_interval = decode_log_interval
+        self._rng = random.Random(seed)
+        self._p_accept = speculation.accept_probability if speculation else 0.0
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self._work = asyncio.Event()
+        self._step_count = 0
+        self._submitted = 0
+        # Counters for /metrics and /server_info.
+        self.requests_total = 0
+        self.finished_total = 0
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.spec_verify_total = 0
+        self.spec_tokens_total = 0  # tokens produced by verified steps (accept length numerator)
+        self.last_gen_throughput = 0.0
+        self._window_tokens = 0
+        self._window_start = 0.0
+        self.on_crash = None  # callable() -> None, set by the server
+
+    def submit(self, req: SimRequest) -> None:
+        self._submitted += 1
+        self.requests_total += 1
+        self.prompt_tokens_total += req.prompt_tokens
+        if self.faults.fail_every and self._submitted % self.faults.fail_every == 0:
+            req.error = f"simulated failure of request {self._submitted} (--sim-fail-every {self.faults.fail_every})"
+            req.wake.set()
+            return
+        self.waiting.append(req)
+        self._work.set()
+
+    def cancel(self, req: SimRequest) -> None:
+        """The client went away: free the slot, as SGLang aborts a disconnected request."""
+        if req in self.running:
+            self.running.remove(req)
+        elif req in self.waiting:
+            self.waiting.remove(req)
+
+    def reset_counters(self) -> None:
+        self.spec_verify_total = 0
+        self.spec_tokens_total = 0
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        while True:
+            if self.idle:
+                self._work.clear()
+                await self._work.wait()
+                deadline = None
+            step_s = 0.0
+            while self.waiting and len(self.running) < self.max_running:
+                req = self.waiting.popleft()
+                self.running.append(req)
+                step_s += self.cost.prefill_s(req.prompt_tokens)
+            batch = len(self.running)
+            if self.spec is None:
+                step_s += self.cost.decode_step_s(batch)
+            else:
+                step_s += self.cost.spec_step_s(batch, self.spec.num_steps, self.spec.num_draft_tokens)
+            now = loop.time()
+            if deadline is None or deadline < now - step_s:
+                deadline = now  # idle, or so far behind that catching up would burst
+            deadline += step_s
+            delay = deadline - loop.time()
+            await asyncio.sleep(delay if delay > 0 else 0)
+            self._advance(loop.time())
+
+    def _advance(self, now: float) -> None:
+        self._step_count += 1
+        produced = 0
+        still_running = []
+        for req in self.running:
+            gain = 1 if self.spec is None else self.spec.sample_tokens(self._rng, self._p_accept)
+            gain = min(gain, req.target_tokens - req.generated)
+            if self.faults.stall_after_tokens:
+                gain = min(gain, self.faults.stall_after_tokens - req.generated)
+                if gain <= 0:
+                    req.stalled = True  # never finishes, never wakes again: a hung stream
+                    continue
+            req.generated += gain
+            produced += gain
+            if self.spec is not None:
+                req.verify_ct += 1
+                req.accepted_drafts += gain - 1
+                self.spec_verify_total += 1
+                self.spec_tokens_total += gain
+            if req.first_token_at is None:
+                req.first_token_at = now
+            if req.generated >= req.target_tokens:
+                req.finished_at = now
+                self.finished_total += 1
+            else:
+                still_running.append(req)
+            req.wake.set()
+        self.running = still_running
+        self.generation_tokens_total += produced
+        self._window_tokens += produced
+        if self._step_count % self.decode_log_interval == 0:
+            self._log_decode(now)
+        crash_after = self.faults.crash_after_requests
+        if crash_after and self.finished_total >= crash_after and self.on_crash is not None:
+            self.on_crash()
+
+    def _log_decode(self, now: float) -> None:
+        elapsed = now - self._window_start if self._window_start else 0.0
+        if elapsed > 0:
+            self.last_gen_throughput = self._window_tokens / elapsed
+        self._window_start, self._window_tokens = now, 0
+        spec = ""
+        if self.spec is not None and self.spec_verify_total:
+            accept_len = self.spec_tokens_total / self.spec_verify_total
+            spec = f"accept len: {accept_len:.2f}, accept rate: {(accept_len - 1) / self.spec.num_steps:.2f}, "
+        log.info(
+            "Decode batch, #running-req: %d, #token: %d, token usage: 0.00, %scuda graph: True, "
+            "gen throughput (token/s): %.2f, #queue-req: %d,",
+            len(self.running), sum(r.prompt_tokens + r.generated for r in self.running), spec,
+            self.last_gen_throughput, len(self.waiting),
+        )
+
+    @property
+    def avg_spec_accept_length(self) -> float | None:
+        if self.spec is None or not self.spec_verify_total:
+            return None
+        return self.spec_tokens_total / self.spec_verify_total

@@ -1,0 +1,44 @@
+"""Deterministic stand-in tokenizer and text generator for the simulated engine.
+
+Temperature 0 on a real model gives the same continuation for the same prompt; here the
+continuation is drawn from a fixed vocabulary with a generator seeded by the prompt's hash.
+One output token is one word (with its leading space).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+import re
+
+_WORDS = (
+    "the of and to in a is that for it as was with be by on not he this are or his from at which "
+    "but have an they you were her she there been one all we their has would when if so no will "
+    "more can out other time some what only into them two may these its about than first any new "
+    "could after like our well also most over such where through back years much way between down "
+    "should because each just those people how too little state good very make world still see own "
+    "men work long here get both under never same last might great since against another life day "
+    "found place three while part being system number course without again water small old point "
+    "house given however take every public form hand during high eye light"
+).split()
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+def count_tokens(text: str) -> int:
+    """Words and punctuation marks: close enough to a BPE count for a simulation."""
+    return max(1, len(_TOKEN_RE.findall(text)))
+
+
+@functools.lru_cache(maxsize=512)
+def continuation(prompt: str, length: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """``length`` output tokens for ``prompt``: their texts and their ids."""
+    rng = random.Random(hashlib.sha256(prompt.encode()).digest())
+    picks = [rng.randrange(len(_WORDS)) for _ in range(length)]
+    return tuple(" " + _WORDS[i] for i in picks), tuple(1000 + i for i in picks)
+
+
+def natural_length(prompt: str, max_new_tokens: int) -> int:
+    """Where the model would emit EOS when ``ignore_eos`` is off (deterministic per prompt)."""
+    h = int.from_bytes(hashlib.sha256(b"eos" + prompt.encode()).digest()[:4], "big")
+    return min(max_new_tokens, 16 + h % 200)

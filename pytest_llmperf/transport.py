@@ -1,0 +1,101 @@
+"""An httpx transport that sends requests through aiohttp.
+
+The load generator keeps httpx's API (``AsyncClient.stream``, ``Response.aiter_raw``) but
+reads bytes through aiohttp, whose C-accelerated HTTP parser streams several times faster
+than httpcore's pure-Python h11 (``benchmarks/client_ceiling.py`` measures both). Errors are
+translated into httpx's exception classes, so callers handle one family.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+import aiohttp
+import httpx
+
+# aiohttp's 64 KiB default read buffer can fill under many fast streams (vLLM #39963);
+# SGLang's bench_serving uses 10 MB. 4 MiB per connection is ample for SSE.
+READ_BUFSIZE = 4 * 1024 * 1024
+_SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """``httpx.AsyncClient(transport=AiohttpTransport())``: one pooled aiohttp session."""
+
+    def __init__(self, *, max_connections: int = 0) -> None:
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=None)
+            self._session = aiohttp.ClientSession(
+                connector=connector, auto_decompress=False, read_bufsize=READ_BUFSIZE,
+                timeout=aiohttp.ClientTimeout(total=None), skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        timeout = request.extensions.get("timeout", {})
+        client_timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=timeout.get("connect"), sock_read=timeout.get("read")
+        )
+        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() not in _SKIP_HEADERS]
+        body = await request.aread()
+        try:
+            response = await self._get_session().request(
+                request.method, str(request.url), headers=headers, data=body or None,
+                timeout=client_timeout, allow_redirects=False,
+            )
+        except asyncio.TimeoutError as exc:
+            raise httpx.ReadTimeout(f"no response headers within {timeout.get('read')} s", request=request) from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise httpx.ConnectError(str(exc), request=request) from exc
+        except aiohttp.ClientError as exc:
+            raise httpx.RemoteProtocolError(f"{type(exc).__name__}: {exc}", request=request) from exc
+        return httpx.Response(
+            status_code=response.status,
+            headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers],
+            stream=_AiohttpStream(response, request),
+            extensions={"http_version": b"HTTP/1.1"},
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+class _AiohttpStream(httpx.AsyncByteStream):
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for data in self._response.content.iter_any():
+                yield data
+        except asyncio.TimeoutError as exc:
+            raise httpx.ReadTimeout("the stream stalled: no data within the read timeout",
+                                    request=self._request) from exc
+        except aiohttp.ClientError as exc:
+            raise httpx.RemoteProtocolError(f"{type(exc).__name__}: {exc}", request=self._request) from exc
+
+    async def aclose(self) -> None:
+        self._response.release()
+
+
+def make_client(base_url: str, *, transport: str, concurrency: int, timeout_s: float,
+                headers: dict[str, str] | None = None) -> httpx.AsyncClient:
+    """An AsyncClient with a pool of ``concurrency`` connections and no overall timeout.
+
+    ``timeout_s`` bounds connecting and every read: a stream silent for that long has stalled.
+    """
+    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0), pool=None)
+    if transport == "aiohttp":
+        return httpx.AsyncClient(base_url=base_url, transport=AiohttpTransport(), timeout=timeout, headers=headers)
+    if transport == "httpx":
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=concurrency)
+        return httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout, headers=headers)
+    raise ValueError(f"unknown transport {transport!r}; choose 'aiohttp' or 'httpx'")
