@@ -23,7 +23,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 import httpx
 
@@ -31,6 +31,7 @@ from pytest_llmperf.prompts import PromptSet, default_prompts
 from pytest_llmperf.transport import make_client
 
 perf_counter = time.perf_counter
+T = TypeVar("T")
 LAG_SAMPLE_INTERVAL_S = 0.005
 WARMUP_OUTPUT_LEN = 16
 
@@ -48,6 +49,7 @@ class RequestRecord:
     spec_verify_ct: int | None = None
     finish_reason: str | None = None
     error: str | None = None
+    last_read: float = 0.0  # for the stall watchdog
 
     @property
     def e2e(self) -> float:
@@ -114,6 +116,8 @@ class Workload:
 
 _TOKENS_KEY = b'"completion_tokens":'
 _DIGITS = re.compile(rb"\s*(\d+)")
+_CONTENT = re.compile(rb'"(?:text|content)":\s*"(?!")')
+_FINISH = re.compile(rb'"finish_reason":\s*"')
 
 
 class _NativeStream:
@@ -156,7 +160,12 @@ class _NativeStream:
 
 class _OpenAIStream:
     """OpenAI ``/v1/completions`` (and chat): text deltas, ``usage`` per chunk when the server
-    honours ``continuous_usage_stats``, else only in the final usage chunk."""
+    honours ``continuous_usage_stats``, else only in the final usage chunk.
+
+    A content event is recognised without parsing it (a ``"text"``/``"content"`` key whose
+    string is not empty: JSON escapes quotes inside strings, so the key cannot be faked by
+    generated text); every other event (role, finish, usage, error) is parsed in full.
+    """
 
     __slots__ = ("count", "usage", "error", "finish_reason", "sglext")
 
@@ -168,26 +177,26 @@ class _OpenAIStream:
         self.sglext: dict | None = None
 
     def event(self, data: bytes) -> bool:
-        obj = json.loads(data)
+        if _CONTENT.search(data) is None:
+            self._other(json.loads(data))
+            return False
+        at = data.rfind(_TOKENS_KEY)
+        self.count = int(_DIGITS.match(data, at + len(_TOKENS_KEY)).group(1)) if at >= 0 else None
+        if _FINISH.search(data) is not None:
+            self._other(json.loads(data))  # the last content event: take finish_reason and usage
+        return True
+
+    def _other(self, obj: dict) -> None:
         if "error" in obj:
             self.error = _error_text(obj["error"])
-            return False
-        usage = obj.get("usage")
-        if usage:
-            self.usage = usage
+            return
+        if obj.get("usage"):
+            self.usage = obj["usage"]
         if obj.get("sglext"):
             self.sglext = obj["sglext"]
-        content = False
         for choice in obj.get("choices") or ():
-            delta = choice.get("delta")
-            text = delta.get("content") if delta is not None else choice.get("text")
-            if text:
-                content = True
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
-        if content:
-            self.count = usage.get("completion_tokens") if usage else None
-        return content
 
     def finish(self, rec: RequestRecord) -> None:
         if self.error:
@@ -222,7 +231,7 @@ async def send_one(client: httpx.AsyncClient, path: str, body: bytes, api: str, 
                 return
             buf = b""
             async for data in resp.aiter_raw():
-                now = perf_counter()
+                now = rec.last_read = perf_counter()
                 events = (buf + data).split(b"\n\n")
                 buf = events.pop()
                 grew = False
@@ -234,10 +243,14 @@ async def send_one(client: httpx.AsyncClient, path: str, body: bytes, api: str, 
                 if grew:
                     times.append(now)
                     cumulative.append(stream.count)
-    except httpx.TimeoutException as exc:
-        rec.error = f"stalled: {exc} (request_timeout_s)"
     except httpx.HTTPError as exc:
         rec.error = f"{type(exc).__name__}: {exc}"
+    except asyncio.CancelledError:
+        if rec.error is None:  # not the watchdog: the run itself is being cancelled
+            raise
+        task = asyncio.current_task()
+        if task is not None and hasattr(task, "uncancel"):
+            task.uncancel()
     finally:
         rec.end = perf_counter()
     if rec.error is None:
@@ -267,22 +280,46 @@ class _ClientMonitor:
 
 
 async def closed_loop(client: httpx.AsyncClient, workload: Workload, bodies: list[bytes],
-                      concurrency: int, n_requests: int) -> RunRecords:
-    """Run N requests with exactly ``concurrency`` in flight until the last ones drain."""
+                      concurrency: int, n_requests: int, stall_timeout_s: float = 600.0) -> RunRecords:
+    """Run N requests with exactly ``concurrency`` in flight until the last ones drain.
+
+    A stream silent for ``stall_timeout_s`` (no response, or no bytes since the last read) is
+    failed by the watchdog, so a hung server ends the run instead of hanging it.
+    """
     records = [RequestRecord(i) for i in range(n_requests)]
+    in_flight: dict[int, tuple[RequestRecord, asyncio.Task]] = {}
     next_index = 0
     path, api = workload.path, workload.api
 
-    async def worker() -> None:
+    async def worker(slot: int) -> None:
         nonlocal next_index
+        task = asyncio.current_task()
+        assert task is not None
         while next_index < n_requests:
             i = next_index
             next_index += 1
+            in_flight[slot] = (records[i], task)
             await send_one(client, path, bodies[i % len(bodies)], api, records[i])
+        in_flight.pop(slot, None)
+
+    async def watchdog() -> None:
+        while True:
+            await asyncio.sleep(min(1.0, stall_timeout_s / 4))
+            now = perf_counter()
+            for rec, task in list(in_flight.values()):
+                silent = now - max(rec.start, rec.last_read)
+                if rec.start and rec.end == 0.0 and rec.error is None and silent > stall_timeout_s:
+                    rec.error = (f"stalled: no data from the server for {silent:.1f} s "
+                                 f"(request_timeout_s = {stall_timeout_s:g})")
+                    task.cancel()
 
     cpu0, wall0 = time.process_time(), perf_counter()
-    with _ClientMonitor() as monitor:
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, n_requests))))
+    guard = asyncio.get_running_loop().create_task(watchdog())
+    try:
+        with _ClientMonitor() as monitor:
+            await asyncio.gather(*(worker(k) for k in range(min(concurrency, n_requests))))
+    finally:
+        guard.cancel()
     return RunRecords(concurrency, records, monitor.lags, time.process_time() - cpu0, perf_counter() - wall0)
 
 
@@ -297,26 +334,54 @@ class LevelPlan:
 async def measure_level_async(
     base_url: str, workload: Workload, plan: LevelPlan, *, transport: str = "aiohttp",
     timeout_s: float = 600.0, headers: dict[str, str] | None = None,
-    between_runs: Callable[[httpx.AsyncClient], Any] | None = None,
+    before_run: Callable[[httpx.AsyncClient], Awaitable[Any]] | None = None,
 ) -> list[RunRecords]:
-    """Warm up at C (opening the C pooled connections), then measure ``plan.runs`` runs."""
-    async with make_client(base_url, transport=transport, concurrency=plan.concurrency, timeout_s=timeout_s,
-                           headers=headers) as client:
+    """Warm up at C (opening the C pooled connections), then measure ``plan.runs`` runs,
+    awaiting ``before_run(client)`` before each (no request is in flight then)."""
+    async with make_client(base_url, transport=transport, concurrency=plan.concurrency, headers=headers) as client:
         if plan.warmup:
             short = workload.bodies(min(workload.output_len, WARMUP_OUTPUT_LEN))
-            await closed_loop(client, workload, short, plan.concurrency, plan.concurrency)
+            await closed_loop(client, workload, short, plan.concurrency, plan.concurrency, timeout_s)
         bodies = workload.bodies()
         runs = []
         for _ in range(plan.runs):
-            if between_runs is not None:
-                await between_runs(client)
-            runs.append(await closed_loop(client, workload, bodies, plan.concurrency, plan.n_requests))
+            if before_run is not None:
+                await before_run(client)
+            runs.append(await closed_loop(client, workload, bodies, plan.concurrency, plan.n_requests, timeout_s))
         return runs
+
+
+def run_in_fresh_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run on uvloop where it is installed (its C read path halves the client's cost per
+    chunk, see benchmarks/client_ceiling.py), else on asyncio's default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) if hasattr(asyncio, "Runner") else _Uvloop310() as runner:
+        return runner.run(coro)
+
+
+class _Uvloop310:
+    """``asyncio.Runner`` stand-in for Python 3.10."""
+
+    def __enter__(self) -> "_Uvloop310":
+        import uvloop
+
+        self.loop = uvloop.new_event_loop()
+        return self
+
+    def run(self, coro):
+        return self.loop.run_until_complete(coro)
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.close()
 
 
 def measure_level(base_url: str, workload: Workload, plan: LevelPlan, **kwargs: Any) -> list[RunRecords]:
     """Synchronous entry point for tests and fixtures: a fresh event loop per level."""
-    return asyncio.run(measure_level_async(base_url, workload, plan, **kwargs))
+    return run_in_fresh_loop(measure_level_async(base_url, workload, plan, **kwargs))
 
 
 async def flush_cache(client: httpx.AsyncClient) -> None:

@@ -30,8 +30,10 @@ from pytest_llmperf.loadgen import RequestRecord, RunRecords
 MIN_IN_FLIGHT_FRACTION = 0.95
 #: The client process used more than this fraction of one core: it set the pace.
 MAX_CLIENT_CPU_FRACTION = 0.90
-#: Event-loop lag p99 above max(this, half the median ITL) distorts chunk timestamps.
-MAX_LOOP_LAG_S = 0.020
+#: A median event-loop lag above max(this, half the median ITL) means the loop is always
+#: behind: every chunk timestamp is late and the client sets the pace. (Occasional spikes,
+#: which show in the p99, are the OS scheduling another process; they are reported, not failed.)
+MAX_LOOP_LAG_S = 0.010
 
 
 def output_tok_s(records: Sequence[RequestRecord]) -> float:
@@ -232,10 +234,10 @@ def client_checks(m: RunMetrics) -> list[str]:
             f"(limit {MAX_CLIENT_CPU_FRACTION:.0%}); its timings are its own, not the server's"
         )
     lag_limit = max(MAX_LOOP_LAG_S, 0.5 * m.itl_s["p50"]) if math.isfinite(m.itl_s["p50"]) else MAX_LOOP_LAG_S
-    if m.loop_lag_s["p99"] > lag_limit:
+    if m.loop_lag_s["p50"] > lag_limit:
         problems.append(
-            f"client-bound: event-loop lag p99 {m.loop_lag_s['p99'] * 1e3:.1f} ms exceeds {lag_limit * 1e3:.1f} ms; "
-            "chunk timestamps are late by that much"
+            f"client-bound: the event loop ran {m.loop_lag_s['p50'] * 1e3:.1f} ms late at the median "
+            f"(limit {lag_limit * 1e3:.1f} ms); chunk timestamps are late by that much"
         )
     return problems
 

@@ -17,6 +17,10 @@ import httpx
 # aiohttp's 64 KiB default read buffer can fill under many fast streams (vLLM #39963);
 # SGLang's bench_serving uses 10 MB. 4 MiB per connection is ample for SSE.
 READ_BUFSIZE = 4 * 1024 * 1024
+# asyncio's selector transport allocates a 256 KiB bytes object for every recv(); for the
+# small SSE reads of a paced stream that allocation costs more than the read itself
+# (benchmarks/client_ceiling.py). 64 KiB keeps it on the heap. uvloop has its own buffer.
+SOCKET_READ_SIZE = 64 * 1024
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
 
 
@@ -54,6 +58,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectError(str(exc), request=request) from exc
         except aiohttp.ClientError as exc:
             raise httpx.RemoteProtocolError(f"{type(exc).__name__}: {exc}", request=request) from exc
+        _shrink_socket_reads(response)
         return httpx.Response(
             status_code=response.status,
             headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers],
@@ -65,6 +70,13 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _shrink_socket_reads(response: aiohttp.ClientResponse) -> None:
+    connection = response.connection
+    transport = connection.transport if connection is not None else None
+    if transport is not None and getattr(transport, "max_size", 0) > SOCKET_READ_SIZE:
+        transport.max_size = SOCKET_READ_SIZE
 
 
 class _AiohttpStream(httpx.AsyncByteStream):
@@ -86,13 +98,14 @@ class _AiohttpStream(httpx.AsyncByteStream):
         self._response.release()
 
 
-def make_client(base_url: str, *, transport: str, concurrency: int, timeout_s: float,
+def make_client(base_url: str, *, transport: str, concurrency: int,
                 headers: dict[str, str] | None = None) -> httpx.AsyncClient:
-    """An AsyncClient with a pool of ``concurrency`` connections and no overall timeout.
+    """An AsyncClient with a pool of ``concurrency`` connections and no per-read timeouts.
 
-    ``timeout_s`` bounds connecting and every read: a stream silent for that long has stalled.
+    A timeout per read arms and cancels a timer for every chunk; the load generator instead
+    watches all streams with one watchdog (``loadgen.closed_loop``).
     """
-    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 30.0), pool=None)
+    timeout = httpx.Timeout(None, connect=30.0)
     if transport == "aiohttp":
         return httpx.AsyncClient(base_url=base_url, transport=AiohttpTransport(), timeout=timeout, headers=headers)
     if transport == "httpx":

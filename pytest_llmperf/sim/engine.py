@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from pytest_llmperf.sim.model import CostModel, Speculation
 
 log = logging.getLogger("sglang.sim")
+#: Event-loop timers fire on whole milliseconds; steps shorter than that run late and are
+#: caught up back to back, up to this much lateness, so the average rate stays exact.
+MAX_LATENESS_S = 0.025
 
 
 @dataclass(eq=False)
@@ -129,8 +132,8 @@ class Engine:
             else:
                 step_s += self.cost.spec_step_s(batch, self.spec.num_steps, self.spec.num_draft_tokens)
             now = loop.time()
-            if deadline is None or deadline < now - step_s:
-                deadline = now  # idle, or so far behind that catching up would burst
+            if deadline is None or deadline < now - max(step_s, MAX_LATENESS_S):
+                deadline = now  # idle, or so far behind that catching up would be a long burst
             deadline += step_s
             delay = deadline - loop.time()
             await asyncio.sleep(delay if delay > 0 else 0)

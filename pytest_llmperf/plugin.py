@@ -1,0 +1,171 @@
+"""pytest entry point (``pytest11: llmperf``): options, parametrization, fixtures, summary.
+
+Fixtures:
+
+- ``llm_profile`` (session): the :class:`~pytest_llmperf.profiles.Profile` of the current
+  parameter; every test that uses a server is parametrized over the selected profiles.
+- ``llm_server`` (session): that profile's server, launched once per session (or attached
+  with ``--llm-server-url``) and stopped after its last test. Tests are ordered by profile, so
+  two servers never run at once.
+- ``llm_concurrency``: a test that asks for it runs once per concurrency level of each
+  profile (ids such as ``sim-eagle3-C70``).
+- ``llmperf`` (function): measure a point and check it (:class:`~pytest_llmperf.bench.LLMPerf`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pytest_llmperf import report
+from pytest_llmperf.errors import ProfileError, ServerError
+from pytest_llmperf.profiles import Profile, load_profiles
+from pytest_llmperf.session import SESSION_KEY, LLMPerfSession, write_json_atomic
+from pytest_llmperf.settings import Settings, add_options
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    settings = Settings.from_pytest_config(config)
+    profiles = None
+    selected: list[Profile] = []
+    if settings.profile_names or settings.profiles_file.exists():
+        try:
+            profiles = load_profiles(settings.profiles_file)
+            names = list(settings.profile_names or profiles.default)
+            if not names:
+                raise ProfileError(
+                    f"no profile selected: pass --llm-profile NAME, set ini llmperf_profiles, or add "
+                    f"`default = [...]` to {settings.profiles_file}. Available profiles: {', '.join(profiles.names())}."
+                )
+            selected = profiles.select(names)
+        except ProfileError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if settings.server_url and len(selected) != 1:
+        raise pytest.UsageError(
+            f"--llm-server-url attaches one server to one profile; {len(selected)} are selected "
+            f"({', '.join(p.name for p in selected)}). Select exactly one with --llm-profile."
+        )
+    if settings.concurrency is not None:
+        selected = [_with_concurrency(p, settings.concurrency) for p in selected]
+    run_dir = settings.run_dir_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    config.stash[SESSION_KEY] = LLMPerfSession(settings, profiles, selected, run_dir)
+
+
+def _with_concurrency(profile: Profile, levels: tuple[int, ...]) -> Profile:
+    from dataclasses import replace
+
+    return replace(profile, concurrency=levels)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None or not session.selected:
+        return []
+    where = f"attached to {session.settings.server_url}" if session.settings.server_url else f"logs in {session.run_dir}"
+    return [f"llmperf: profiles {', '.join(p.name for p in session.selected)} ({session.profiles.path}); {where}"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "llm_profile" not in metafunc.fixturenames:
+        return
+    session = metafunc.config.stash[SESSION_KEY]
+    if not session.selected:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid} needs a server profile, but no profiles file was found at "
+            f"{session.settings.profiles_file}. Pass --llm-profiles-file PATH (ini: llmperf_profiles_file)."
+        )
+    if "llm_concurrency" in metafunc.fixturenames:
+        pairs = [(p.name, c) for p in session.selected for c in p.concurrency]
+        metafunc.parametrize(
+            ("llm_profile", "llm_concurrency"), pairs, indirect=["llm_profile"], scope="session",
+            ids=[f"{name}-C{c}" for name, c in pairs],
+        )
+    else:
+        names = [p.name for p in session.selected]
+        metafunc.parametrize("llm_profile", names, indirect=True, scope="session", ids=names)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group tests by profile (a stable sort): each server starts once, never two at once."""
+    order = {}
+
+    def key(item: pytest.Item) -> int:
+        spec = getattr(item, "callspec", None)
+        name = spec.params.get("llm_profile") if spec is not None else None
+        return order.setdefault(name, len(order)) if name is not None else -1
+
+    items.sort(key=key)
+
+
+@pytest.fixture(scope="session")
+def llm_profile(request: pytest.FixtureRequest) -> Profile:
+    session = request.config.stash[SESSION_KEY]
+    name = getattr(request, "param", None)
+    for profile in session.selected:
+        if profile.name == name:
+            return profile
+    raise pytest.UsageError(f"llm_profile: {name!r} is not a selected profile")  # pragma: no cover
+
+
+@pytest.fixture(scope="session")
+def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator:
+    from pytest_llmperf import server as lifecycle
+
+    session = request.config.stash[SESSION_KEY]
+    try:
+        if session.settings.server_url:
+            handle = lifecycle.attach(llm_profile, session.settings.server_url)
+        else:
+            handle = lifecycle.launch(llm_profile, session.run_dir)
+            try:
+                lifecycle.wait_ready(handle)
+            except BaseException:
+                lifecycle.stop(handle, grace_s=5.0)
+                raise
+        handle.info = lifecycle.fetch_info(handle)
+    except ServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    session.servers[llm_profile.name] = handle
+    try:
+        yield handle
+    finally:
+        lifecycle.stop(handle)
+
+
+@pytest.fixture
+def llmperf(llm_profile: Profile, llm_server, request: pytest.FixtureRequest):
+    from pytest_llmperf.bench import LLMPerf
+
+    if llm_server.died:
+        pytest.skip(f"{llm_profile.name}: the server {llm_server.died}; see {llm_server.log_path}")
+    return LLMPerf(llm_profile, llm_server, request.config.stash[SESSION_KEY], request.node.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None or not session.points:
+        return
+    terminalreporter.write_sep("=", "llmperf: output throughput per concurrency")
+    for line in report.table_lines(session.points):
+        terminalreporter.write_line(line)
+    for line in report.problem_lines(session.points):
+        terminalreporter.write_line(line, red=True)
+    if session.servers and not session.settings.server_url:
+        terminalreporter.write_line(f"server logs and command lines: {session.run_dir}")
+    if session.settings.json_path:
+        terminalreporter.write_line(f"results JSON: {session.settings.json_path}")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(SESSION_KEY, None)
+    if state is not None and state.settings.json_path and state.points:
+        write_json_atomic(Path(state.settings.json_path), state.results_json())

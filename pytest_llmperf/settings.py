@@ -1,0 +1,125 @@
+"""Options and ini keys, frozen once into :class:`Settings`.
+
+Each value comes from the command line, else the ini file (``llmperf_*``), else the default;
+invalid values raise ``pytest.UsageError`` naming the option and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TRANSPORTS = ("aiohttp", "httpx")
+
+# (option, ini key, help, metavar, default)
+OPTIONS = (
+    ("--llm-profile", "llmperf_profiles",
+     "Profiles to run, comma-separated; repeatable. Default: ini llmperf_profiles, else the profiles "
+     "file's `default`.", "NAME[,NAME...]", None),
+    ("--llm-profiles-file", "llmperf_profiles_file", "Profiles file (TOML).", "PATH", "perf_suites/profiles.toml"),
+    ("--llm-server-url", "llmperf_server_url",
+     "Attach to a running server (or router) for the selected profile instead of launching one.", "URL", None),
+    ("--llm-concurrency", "llmperf_concurrency", "Override every profile's concurrency levels, e.g. 1,2,5.",
+     "C[,C...]", None),
+    ("--perf-json", "llmperf_json", "Write every measured point as JSON to PATH.", "PATH", None),
+    ("--llm-run-dir", "llmperf_run_dir",
+     "Where each pytest run gets a directory with every server's log and exact command line.", "DIR",
+     ".llmperf/runs"),
+    ("--llm-client-transport", "llmperf_client_transport",
+     "httpx transport of the load generator: aiohttp (fastest, measured) or httpx (httpcore/h11).", "NAME",
+     "aiohttp"),
+    ("--llm-client-workers", "llmperf_client_workers",
+     "Load-generator processes; C is split across them. Raise it when runs are flagged client-bound.", "N", "1"),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("llmperf", "LLM-serving performance (pytest-llmperf)")
+    for flag, ini, help_text, metavar, default in OPTIONS:
+        shown = f" Default: {default}." if default else ""
+        if flag == "--llm-profile":
+            group.addoption(flag, action="append", dest="llmperf_profiles", metavar=metavar, help=help_text)
+        else:
+            group.addoption(flag, dest=ini, metavar=metavar, default=None, help=help_text + shown)
+        parser.addini(ini, help_text + shown, default=default)
+
+
+@dataclass(frozen=True)
+class Settings:
+    profiles_file: Path
+    profile_names: tuple[str, ...]  # empty: use the file's default
+    server_url: str | None
+    concurrency: tuple[int, ...] | None
+    json_path: Path | None
+    run_dir_root: Path
+    transport: str
+    client_workers: int
+
+    @classmethod
+    def from_pytest_config(cls, config: pytest.Config) -> "Settings":
+        def value(ini: str) -> tuple[str | None, Path]:
+            """The option's value and the directory a relative path is relative to."""
+            cli = config.getoption(ini)
+            if cli is not None:
+                return cli, Path(config.invocation_params.dir)
+            base = config.inipath.parent if config.inipath else config.rootpath
+            raw = config.getini(ini)
+            return (str(raw) if raw not in (None, "") else None), base
+
+        names: list[str] = []
+        cli_profiles = config.getoption("llmperf_profiles")
+        raw_profiles = ",".join(cli_profiles) if cli_profiles else value("llmperf_profiles")[0] or ""
+        names = [n for n in re.split(r"[,\s]+", raw_profiles) if n]
+
+        file_value, file_base = value("llmperf_profiles_file")
+        run_value, run_base = value("llmperf_run_dir")
+        json_value, json_base = value("llmperf_json")
+        return cls(
+            profiles_file=_resolve(file_base, file_value or "perf_suites/profiles.toml"),
+            profile_names=tuple(dict.fromkeys(names)),
+            server_url=value("llmperf_server_url")[0],
+            concurrency=_parse_concurrency(value("llmperf_concurrency")[0]),
+            json_path=_resolve(json_base, json_value) if json_value else None,
+            run_dir_root=_resolve(run_base, run_value or ".llmperf/runs"),
+            transport=_parse_choice("--llm-client-transport", value("llmperf_client_transport")[0] or "aiohttp",
+                                    TRANSPORTS),
+            client_workers=_parse_positive("--llm-client-workers", value("llmperf_client_workers")[0] or "1"),
+        )
+
+
+def _resolve(base: Path, value: str) -> Path:
+    path = Path(os.path.expanduser(value))
+    return path if path.is_absolute() else base / path
+
+
+def _parse_concurrency(raw: str | None) -> tuple[int, ...] | None:
+    if raw is None:
+        return None
+    levels = []
+    for part in re.split(r"[,\s]+", raw.strip()):
+        if not part:
+            continue
+        if not part.isdigit() or int(part) < 1:
+            raise pytest.UsageError(
+                f"--llm-concurrency: {part!r} is not a positive integer. Example: --llm-concurrency 1,2,5"
+            )
+        levels.append(int(part))
+    if not levels:
+        raise pytest.UsageError("--llm-concurrency: no levels given. Example: --llm-concurrency 1,2,5")
+    return tuple(dict.fromkeys(levels))
+
+
+def _parse_choice(option: str, raw: str, choices: tuple[str, ...]) -> str:
+    if raw not in choices:
+        raise pytest.UsageError(f"{option}: {raw!r} is not valid. Valid values: {', '.join(choices)}.")
+    return raw
+
+
+def _parse_positive(option: str, raw: str) -> int:
+    if not str(raw).isdigit() or int(raw) < 1:
+        raise pytest.UsageError(f"{option}: {raw!r} is not a positive integer.")
+    return int(raw)

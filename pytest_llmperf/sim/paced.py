@@ -1,0 +1,172 @@
+"""A streaming server whose pacing is known exactly, and that is never the bottleneck.
+
+``python -m pytest_llmperf.sim.paced --port P [--itl-ms 0] [--tokens-per-chunk 1] [--cpu 0]``
+
+For checking clients, not servers: the accuracy tests and ``benchmarks/client_ceiling.py``.
+Serves SGLang's native ``POST /generate`` and OpenAI ``POST /v1/completions`` (plus
+``/v1/chat/completions``) over HTTP/1.1 keep-alive with chunked SSE, ``--tokens-per-chunk``
+tokens per event (several, like EAGLE). Each response body is built once per (endpoint,
+length, options) and cached, so a request costs one header parse and one ``write``.
+
+- ``--itl-ms 0`` (zero delay): the whole stream leaves in one write.
+- ``--itl-ms X``: event j (j = 1, 2, …) is written at arrival + j·X ms on an absolute
+  timeline, so a request of L tokens lasts exactly ceil(L / tokens-per-chunk)·X ms.
+
+The server notes, per request, when it arrived and when its first and last events were
+written (``time.perf_counter``: CLOCK_MONOTONIC, comparable across processes on one
+machine); ``GET /stats`` returns and clears them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+
+perf_counter = time.perf_counter
+_CACHE: dict[tuple, list[bytes]] = {}
+STATS: list[tuple[float, float, float]] = []  # (arrived, first written, last written)
+
+
+def _events(path: str, n: int, usage_each: bool, chat: bool, per_chunk: int) -> list[bytes]:
+    key = (path, n, usage_each, chat, per_chunk)
+    if key in _CACHE:
+        return _CACHE[key]
+    out = []
+    text = ""
+    done = 0
+    for k in [*range(per_chunk, n, per_chunk), n]:
+        word = "".join(f" w{j % 97}" for j in range(done + 1, k + 1))
+        done = k
+        text += word
+        if path == "/generate":
+            meta = {"id": "bench", "finish_reason": None, "prompt_tokens": 8, "completion_tokens": k, "cached_tokens": 0}
+            if k == n:
+                meta["finish_reason"] = {"type": "length", "length": n}
+            obj = {"text": text, "meta_info": meta}
+        else:
+            usage = {"prompt_tokens": 8, "completion_tokens": k, "total_tokens": 8 + k} if usage_each else None
+            choice = ({"index": 0, "delta": {"content": word}, "finish_reason": "length" if k == n else None} if chat
+                      else {"index": 0, "text": word, "logprobs": None, "finish_reason": "length" if k == n else None})
+            obj = {"id": "cmpl-bench", "object": "text_completion", "created": 0, "model": "bench",
+                   "choices": [choice], "usage": usage}
+        out.append(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+    if path != "/generate":
+        final = {"id": "cmpl-bench", "object": "text_completion", "created": 0, "model": "bench", "choices": [],
+                 "usage": {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}}
+        out.append(b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n")
+    out.append(b"data: [DONE]\n\n")
+    framed = [b"%x\r\n%s\r\n" % (len(e), e) for e in out]
+    framed[-1] += b"0\r\n\r\n"
+    _CACHE[key] = framed
+    return framed
+
+
+_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+         b"Transfer-Encoding: chunked\r\n\r\n")
+
+
+class SSEProtocol(asyncio.Protocol):
+    def __init__(self, itl_s: float, per_chunk: int = 1) -> None:
+        self.itl_s = itl_s
+        self.per_chunk = per_chunk
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end].decode("latin-1")
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            if len(self.buf) < end + 4 + length:
+                return
+            body = self.buf[end + 4:end + 4 + length]
+            self.buf = self.buf[end + 4 + length:]
+            self.handle(head.split(" ", 2), body)
+
+    def handle(self, request_line: list[str], body: bytes) -> None:
+        arrived = perf_counter()
+        method, path = request_line[0], request_line[1].split("?")[0]
+        if method == "GET" and path in ("/stats", "/health"):
+            payload = json.dumps(STATS if path == "/stats" else {}).encode()
+            if path == "/stats":
+                STATS.clear()
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                                 % (len(payload), payload))
+            return
+        if method == "GET" and path == "/v1/models":
+            payload = b'{"object":"list","data":[{"id":"bench","object":"model","owned_by":"bench"}]}'
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                                 % (len(payload), payload))
+            return
+        req = json.loads(body or b"{}")
+        chat = path.endswith("/chat/completions")
+        if path == "/generate":
+            n = int((req.get("sampling_params") or {}).get("max_new_tokens", 16))
+        else:
+            n = int(req.get("max_completion_tokens") or req.get("max_tokens") or 16)
+        usage_each = bool((req.get("stream_options") or {}).get("continuous_usage_stats"))
+        events = _events(path, n, usage_each, chat, self.per_chunk)
+        if self.itl_s <= 0:
+            self.transport.write(_HEAD + b"".join(events))
+            now = perf_counter()
+            STATS.append((arrived, now, now))
+            return
+        self.transport.write(_HEAD)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        # Trailing events (OpenAI's usage chunk, [DONE]) leave with the last token event.
+        token_events = events[: (n + self.per_chunk - 1) // self.per_chunk]
+        trailer = b"".join(events[len(token_events):])
+        first: list[float] = []
+
+        def send(k: int) -> None:
+            if self.transport.is_closing():
+                return
+            last = k + 1 == len(token_events)
+            self.transport.write(token_events[k] + (trailer if last else b""))
+            if not first:
+                first.append(perf_counter())
+            if last:
+                STATS.append((arrived, first[0], perf_counter()))
+            else:
+                loop.call_at(start + (k + 2) * self.itl_s, send, k + 1)
+
+        loop.call_at(start + self.itl_s, send, 0)
+
+
+async def serve(port: int, itl_ms: float, per_chunk: int = 1) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: SSEProtocol(itl_ms / 1000.0, per_chunk), "127.0.0.1", port,
+                                      backlog=4096)
+    print(f"ready on 127.0.0.1:{port}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--itl-ms", type=float, default=0.0, help="gap between events; 0 sends each stream at once")
+    parser.add_argument("--tokens-per-chunk", type=int, default=1, help="tokens per event (EAGLE-like when > 1)")
+    parser.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
+    args = parser.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
+    asyncio.run(serve(args.port, args.itl_ms, args.tokens_per_chunk))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Metric definitions on hand-computed records (times in seconds)."""
+
+import math
+
+import pytest
+
+from pytest_llmperf import metrics
+from pytest_llmperf.loadgen import RequestRecord, RunRecords
+
+
+def record(index, start, chunks, *, tokens=None, spec_verify_ct=None, error=None, end=None):
+    """chunks: [(time, cumulative tokens)]; end defaults to the last chunk."""
+    rec = RequestRecord(index, start=start)
+    rec.chunk_times = [t for t, _ in chunks]
+    rec.chunk_cumulative = [c for _, c in chunks]
+    rec.end = end if end is not None else (chunks[-1][0] if chunks else start)
+    rec.completion_tokens = tokens if tokens is not None else (chunks[-1][1] if chunks else 0)
+    rec.spec_verify_ct = spec_verify_ct
+    rec.error = error
+    return rec
+
+
+def test_output_tok_s_is_tokens_over_first_send_to_last_finish():
+    a = record(0, 0.0, [(0.1, 1), (0.2, 2), (1.0, 10)])
+    b = record(1, 0.5, [(0.7, 4), (2.0, 10)])
+    assert metrics.run_duration([a, b]) == 2.0
+    assert metrics.output_tok_s([a, b]) == pytest.approx(20 / 2.0)
+
+
+def test_failed_requests_add_no_tokens_but_stay_in_the_window():
+    ok = record(0, 0.0, [(1.0, 10)])
+    failed = record(1, 0.0, [(0.5, 3)], error="boom", end=4.0)
+    assert metrics.output_tok_s([ok, failed]) == pytest.approx(10 / 4.0)
+
+
+def test_itl_is_per_token_for_multi_token_chunks():
+    # chunks of 1, 3 and 2 tokens: gaps 0.030 s (3 tokens) and 0.010 s (2 tokens)
+    rec = record(0, 0.0, [(0.100, 1), (0.130, 4), (0.140, 6)])
+    values, weights = metrics.itl(rec)
+    assert values == pytest.approx([0.010, 0.005])
+    assert weights == [3, 2]
+    dist = metrics.distribution(values, weights)
+    assert dist["mean"] == pytest.approx((0.010 * 3 + 0.005 * 2) / 5)
+    assert dist["p50"] == pytest.approx(0.010)  # three of the five tokens waited 10 ms
+
+
+def test_itl_spreads_evenly_when_the_server_gives_no_per_chunk_counts():
+    rec = record(0, 0.0, [(0.1, None), (0.3, None), (0.5, None)], tokens=9)
+    assert rec.chunk_tokens() == [3.0, 3.0, 3.0]
+    values, weights = metrics.itl(rec)
+    assert values == pytest.approx([0.2 / 3, 0.2 / 3])
+    assert weights == [3.0, 3.0]
+
+
+def test_ttft_tpot_and_request_tok_s():
+    rec = record(0, 1.0, [(1.2, 1), (1.3, 2), (2.0, 11)])
+    assert metrics.ttft(rec) == pytest.approx(0.2)
+    assert metrics.tpot(rec) == pytest.approx((1.0 - 0.2) / 10)
+    assert metrics.request_tok_s(rec) == pytest.approx(11 / 1.0)
+    assert metrics.tpot(record(0, 0.0, [(0.1, 1)])) is None
+
+
+def test_accept_length_is_scoped_to_the_run():
+    a = record(0, 0.0, [(1.0, 100)], spec_verify_ct=40)
+    b = record(1, 0.0, [(1.0, 100)], spec_verify_ct=60)
+    failed = record(2, 0.0, [(1.0, 100)], spec_verify_ct=1, error="x")
+    assert metrics.accept_length([a, b, failed]) == pytest.approx(200 / 100)
+    assert metrics.accept_length([record(0, 0.0, [(1.0, 5)])]) is None
+
+
+def test_in_flight_while_sending_measures_client_gaps():
+    # C=2; request 2 is sent 0.1 s after request 0 ended: the loop lost 0.1 s of one slot.
+    reqs = [record(0, 0.0, [(1.0, 1)]), record(1, 0.0, [(2.0, 1)]), record(2, 1.1, [(3.0, 1)])]
+    # window 0 .. 1.1: slot A busy 1.0, slot B busy 1.1 → 2.1 / 1.1
+    assert metrics.in_flight_while_sending(reqs, 2) == pytest.approx(2.1 / 1.1)
+    assert metrics.achieved_concurrency(reqs) == pytest.approx((1.0 + 2.0 + 1.9) / 3.0)
+
+
+def test_weighted_percentile():
+    assert metrics.weighted_percentile([1, 2, 3], [1, 1, 8], 50) == 3
+    assert metrics.weighted_percentile([1, 2, 3], None, 50) == 2
+    assert math.isnan(metrics.weighted_percentile([], None, 50))
+
+
+def run_of(records, concurrency, *, lags=(0.0001,), cpu=0.1, wall=1.0):
+    return RunRecords(concurrency, records, list(lags), cpu * wall, wall)
+
+
+def test_summarize_valid_run():
+    recs = [record(i, 0.0, [(0.1, 1), (0.2, 2), (0.5, 4)]) for i in range(2)]
+    m = metrics.summarize_run(run_of(recs, 2), expected_tokens=4)
+    assert m.valid and m.output_tokens == 8 and m.output_tok_s == pytest.approx(16)
+    assert m.ttft_s["p50"] == pytest.approx(0.1)
+    assert m.to_json()["accept_length"] is None
+
+
+def test_failed_and_short_requests_make_the_run_invalid():
+    recs = [record(0, 0.0, [(0.5, 4)]), record(1, 0.0, [(0.5, 3)]), record(2, 0.0, [], error="HTTP 500: x", end=0.5)]
+    m = metrics.summarize_run(run_of(recs, 3), expected_tokens=4)
+    assert not m.valid
+    assert any("1 of 3 requests failed; first: HTTP 500: x" in p for p in m.problems)
+    assert any("1 of 3 requests returned 3 tokens instead of 4" in p for p in m.problems)
+
+
+def test_client_checks_flag_a_client_that_set_the_pace():
+    recs = [record(0, 0.0, [(1.0, 4)]), record(1, 0.0, [(1.0, 4)]), record(2, 1.5, [(2.0, 4)])]
+    busy = metrics.summarize_run(run_of(recs, 2, cpu=0.97, lags=[0.030] * 10), expected_tokens=4)
+    text = "\n".join(busy.problems)
+    assert "only 1.3 of C=2 requests were in flight" in text
+    assert "used 97% of a CPU core" in text
+    assert "event loop ran 30.0 ms late at the median" in text
+    calm = metrics.summarize_run(run_of(recs[:2], 2, cpu=0.5, lags=[0.001] * 98 + [0.08, 0.09]), expected_tokens=4)
+    assert calm.valid, calm.problems  # rare lag spikes are the OS, not the client

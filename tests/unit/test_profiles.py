@@ -1,0 +1,110 @@
+import textwrap
+
+import pytest
+
+from pytest_llmperf.errors import ProfileError
+from pytest_llmperf.profiles import load_profiles
+
+
+def write(tmp_path, text):
+    path = tmp_path / "profiles.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_extends_inherits_extends_args_merges_env_and_replaces_lists(tmp_path):
+    path = write(tmp_path, """
+        [profiles.base]
+        engine = "sglang"
+        model = "/m"
+        args = ["--tp-size", "8"]
+        env = { NCCL_PROTO = "LL", A = "1" }
+        concurrency = [1, 2]
+        output_len = 500
+
+        [profiles.spec]
+        extends = "base"
+        extra_args = ["--speculative-algorithm", "EAGLE3"]
+        env = { A = "2" }
+        concurrency = [4]
+    """)
+    profiles = load_profiles(path).profiles
+    base, spec = profiles["base"], profiles["spec"]
+    assert spec.args == ("--tp-size", "8", "--speculative-algorithm", "EAGLE3")
+    assert dict(spec.env) == {"NCCL_PROTO": "LL", "A": "2"}
+    assert spec.concurrency == (4,)
+    assert spec.output_len == 500 and spec.engine == "sglang" and spec.extends == "base"
+    assert spec.speculative and not base.speculative
+    assert base.args == ("--tp-size", "8")
+
+
+def test_requests_per_run_is_four_times_concurrency_with_a_floor(tmp_path):
+    profile = load_profiles(write(tmp_path, "[profiles.p]\nmin_requests = 16\n")).profiles["p"]
+    assert [profile.requests_per_run(c) for c in (1, 4, 5, 250)] == [16, 16, 20, 1000]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("[profiles.p]\nconcurency = [1]\n", "profile 'p': unknown field 'concurency'. Did you mean 'concurrency'?"),
+        ("[profiles.p]\nconcurrency = [0, 2]\n", "profile 'p', field 'concurrency': got [0, 2]; expected a non-empty list"),
+        ("[profiles.p]\nengine = \"vllm\"\n", "field 'engine': got 'vllm'; expected one of 'sglang', 'sim', 'command'"),
+        ("[profiles.p]\napi = \"grpc\"\n", "field 'api': got 'grpc'; expected one of 'sglang', 'openai'"),
+        ("[profiles.p]\nruns = 0\n", "field 'runs': got 0; expected a positive integer"),
+        ("[profiles.p]\nargs = \"--tp-size 8\"\n", "field 'args': got '--tp-size 8'; expected a list of strings"),
+        ("[profiles.p]\nenv = { A = 1 }\n", "field 'env': got {'A': 1}; expected a table of string values"),
+        ("[profiles.p]\nfail_margin = 1.5\n", "field 'fail_margin': got 1.5; expected a fraction between 0 and 1"),
+        ("[profiles.p]\nwarn_margin = 0.2\nfail_margin = 0.1\n", "field 'warn_margin': 0.2 is larger than fail_margin"),
+        ("[profiles.p]\nextends = \"nope\"\n", "profile 'p', field 'extends': 'nope' is not a profile in this file"),
+        ("[profiles.a]\nextends = \"b\"\n[profiles.b]\nextends = \"a\"\n", "field 'extends': cycle a -> b -> a"),
+        ("[profiles.p]\nengine = \"command\"\n", "field 'command': got None; expected a non-empty list of strings"),
+        ("[profiles.p]\nengine = \"command\"\ncommand = [\"srv\", \"--port\", \"{prt}\"]\n",
+         "unknown placeholder {prt} in '{prt}'; available: {host}, {port}, {model}, {python}, {run_dir}"),
+        ("[profiles.p]\ncommand = [\"srv\"]\n", "field 'command': only used with engine = \"command\""),
+        ("[profiles.p]\n[other]\n", "unknown top-level key(s) ['other']"),
+        ("default = [\"x\"]\n[profiles.p]\n", "'default' names unknown profile 'x'. Available profiles: p."),
+        ("[profiles.p\n", "not valid TOML"),
+        ("", "no profiles; define at least one [profiles.NAME] table"),
+    ],
+)
+def test_errors_name_the_file_profile_field_and_what_is_allowed(tmp_path, body, expected):
+    path = write(tmp_path, body)
+    with pytest.raises(ProfileError) as excinfo:
+        load_profiles(path)
+    message = str(excinfo.value)
+    assert expected in message
+    assert str(path) in message
+
+
+def test_missing_file_says_how_to_point_at_one(tmp_path):
+    with pytest.raises(ProfileError, match=r"does not exist.*--llm-profiles-file"):
+        load_profiles(tmp_path / "nope.toml")
+
+
+def test_unknown_profile_lists_the_available_ones(tmp_path):
+    profiles = load_profiles(write(tmp_path, "[profiles.baseline]\n[profiles.eagle3]\n"))
+    with pytest.raises(ProfileError, match=r"unknown profile 'eagle'.*Did you mean 'eagle3'\?.*Available profiles: baseline, eagle3\."):
+        profiles.select(["eagle"])
+    assert [p.name for p in profiles.select(["eagle3", "baseline"])] == ["eagle3", "baseline"]
+
+
+def test_shipped_profiles_carry_the_seed_configuration(repo_root):
+    profiles = load_profiles(repo_root / "perf_suites" / "profiles.toml")
+    assert profiles.default == ("sim-baseline", "sim-eagle3")
+    baseline, eagle3 = profiles.profiles["baseline"], profiles.profiles["eagle3"]
+    for flag in ("--trust-remote-code", "--disable-custom-all-reduce", "--enable-flashinfer-allreduce-fusion"):
+        assert flag in baseline.args
+    args = list(baseline.args)
+    assert args[args.index("--tp-size") + 1] == "8"
+    assert args[args.index("--attention-backend") + 1] == "flashinfer"
+    assert args[args.index("--cuda-graph-max-bs") + 1] == "128"
+    assert baseline.model == "/shared/kimi-k2.5-int4" and baseline.engine == "sglang"
+    extra = list(eagle3.args[len(baseline.args):])
+    assert eagle3.args[: len(baseline.args)] == baseline.args
+    assert extra[extra.index("--speculative-algorithm") + 1] == "EAGLE3"
+    assert extra[extra.index("--mem-fraction-static") + 1] == "0.88"
+    assert baseline.concurrency == eagle3.concurrency == (1, 2, 5, 10, 30, 70, 100, 250)
+    sim_base, sim_eagle = profiles.profiles["sim-baseline"], profiles.profiles["sim-eagle3"]
+    assert sim_base.engine == sim_eagle.engine == "sim"
+    assert sim_base.concurrency == (1, 2, 5, 10, 30, 70, 100, 250)
+    assert sim_eagle.speculative and not sim_base.speculative
