@@ -280,26 +280,33 @@ class _ClientMonitor:
 
 
 async def closed_loop(client: httpx.AsyncClient, workload: Workload, bodies: list[bytes],
-                      concurrency: int, n_requests: int, stall_timeout_s: float = 600.0) -> RunRecords:
+                      concurrency: int, n_requests: int, stall_timeout_s: float = 600.0,
+                      claim: Callable[[], int | None] | None = None) -> RunRecords:
     """Run N requests with exactly ``concurrency`` in flight until the last ones drain.
 
-    A stream silent for ``stall_timeout_s`` (no response, or no bytes since the last read) is
-    failed by the watchdog, so a hung server ends the run instead of hanging it.
+    ``claim`` hands out request indices (None when all N are taken); worker processes share
+    one, so together they keep C in flight until the very last request. A stream silent for
+    ``stall_timeout_s`` (no response, or no bytes since the last read) is failed by the
+    watchdog, so a hung server ends the run instead of hanging it.
     """
-    records = [RequestRecord(i) for i in range(n_requests)]
+    if claim is None:
+        indices = iter(range(n_requests))
+
+        def claim() -> int | None:
+            return next(indices, None)
+
+    records: list[RequestRecord] = []
     in_flight: dict[int, tuple[RequestRecord, asyncio.Task]] = {}
-    next_index = 0
     path, api = workload.path, workload.api
 
     async def worker(slot: int) -> None:
-        nonlocal next_index
         task = asyncio.current_task()
         assert task is not None
-        while next_index < n_requests:
-            i = next_index
-            next_index += 1
-            in_flight[slot] = (records[i], task)
-            await send_one(client, path, bodies[i % len(bodies)], api, records[i])
+        while (i := claim()) is not None:
+            rec = RequestRecord(i)
+            records.append(rec)
+            in_flight[slot] = (rec, task)
+            await send_one(client, path, bodies[i % len(bodies)], api, rec)
         in_flight.pop(slot, None)
 
     async def watchdog() -> None:
@@ -335,6 +342,7 @@ async def measure_level_async(
     base_url: str, workload: Workload, plan: LevelPlan, *, transport: str = "aiohttp",
     timeout_s: float = 600.0, headers: dict[str, str] | None = None,
     before_run: Callable[[httpx.AsyncClient], Awaitable[Any]] | None = None,
+    claim: Callable[[], int | None] | None = None,
 ) -> list[RunRecords]:
     """Warm up at C (opening the C pooled connections), then measure ``plan.runs`` runs,
     awaiting ``before_run(client)`` before each (no request is in flight then)."""
@@ -347,7 +355,8 @@ async def measure_level_async(
         for _ in range(plan.runs):
             if before_run is not None:
                 await before_run(client)
-            runs.append(await closed_loop(client, workload, bodies, plan.concurrency, plan.n_requests, timeout_s))
+            runs.append(await closed_loop(client, workload, bodies, plan.concurrency, plan.n_requests, timeout_s,
+                                          claim))
         return runs
 
 

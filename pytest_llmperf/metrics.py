@@ -26,8 +26,11 @@ from typing import Any, Iterable, Sequence
 
 from pytest_llmperf.loadgen import RequestRecord, RunRecords
 
-#: The client kept fewer than this fraction of C requests in flight while it was sending.
+#: The client kept fewer than this fraction of C requests in flight while it was sending…
 MIN_IN_FLIGHT_FRACTION = 0.95
+#: …and its slots sat idle longer than this between a response and the next request (below
+#: it, the gap is the ordinary cost of issuing a request, not a client that fell behind).
+MAX_CLIENT_GAP_S = 0.001
 #: The client process used more than this fraction of one core: it set the pace.
 MAX_CLIENT_CPU_FRACTION = 0.90
 #: A median event-loop lag above max(this, half the median ITL) means the loop is always
@@ -108,6 +111,16 @@ def in_flight_while_sending(records: Sequence[RequestRecord], concurrency: int) 
     return busy / window
 
 
+def client_gap(records: Sequence[RequestRecord], concurrency: int) -> float:
+    """Mean idle time of a slot between a response and its next request, while sending."""
+    resent = len(records) - min(concurrency, len(records))
+    if resent <= 0:
+        return 0.0
+    window = max(r.start for r in records) - min(r.start for r in records)
+    idle = min(concurrency, len(records)) * window - in_flight_while_sending(records, concurrency) * window
+    return max(0.0, idle) / resent
+
+
 def weighted_percentile(values: Sequence[float], weights: Sequence[float] | None, q: float) -> float:
     """The q-th percentile (0–100) of values where each counts ``weight`` times."""
     if not values:
@@ -153,6 +166,7 @@ class RunMetrics:
     accept_length: float | None
     achieved_concurrency: float
     in_flight_while_sending: float
+    client_gap_s: float
     loop_lag_s: dict[str, float]
     client_cpu_fraction: float
     problems: tuple[str, ...] = field(default=())
@@ -197,6 +211,7 @@ def summarize_run(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
         accept_length=accept_length(ok),
         achieved_concurrency=achieved_concurrency(records),
         in_flight_while_sending=in_flight_while_sending(records, run.concurrency),
+        client_gap_s=client_gap(records, run.concurrency),
         loop_lag_s=lag,
         client_cpu_fraction=run.client_cpu_s / run.wall_s if run.wall_s > 0 else 0.0,
     )
@@ -223,10 +238,11 @@ def client_checks(m: RunMetrics) -> list[str]:
     """Signs that the client, not the server, set the pace of the run."""
     problems = []
     c = min(m.concurrency, m.requests)
-    if m.in_flight_while_sending < MIN_IN_FLIGHT_FRACTION * c:
+    if m.in_flight_while_sending < MIN_IN_FLIGHT_FRACTION * c and m.client_gap_s > MAX_CLIENT_GAP_S:
         problems.append(
             f"client-bound: only {m.in_flight_while_sending:.1f} of C={c} requests were in flight on average "
-            f"while the client was sending (needs >= {MIN_IN_FLIGHT_FRACTION:.0%})"
+            f"while the client was sending (needs >= {MIN_IN_FLIGHT_FRACTION:.0%}); each slot waited "
+            f"{m.client_gap_s * 1e3:.1f} ms between a response and its next request"
         )
     if m.client_cpu_fraction > MAX_CLIENT_CPU_FRACTION:
         problems.append(

@@ -1,8 +1,9 @@
 """Spread the load generator over worker processes when one core is not enough.
 
-C is split across W processes (C₁ + … + C_W = C, N likewise); each runs its own event loop
-and closed loop. A barrier starts every run in all workers at once, so the server sees C
-streams, and the runs are merged into one (``perf_counter`` is CLOCK_MONOTONIC, shared by all
+C is split across W processes (C₁ + … + C_W = C); each runs its own event loop and closed
+loop, and all draw request indices from one shared counter, so together they keep exactly C
+requests in flight until the N-th is sent. A barrier starts every run in all workers at once,
+and the runs are merged into one (``perf_counter`` is CLOCK_MONOTONIC, shared by all
 processes of a machine). With one worker, or C = 1, everything stays in this process.
 """
 
@@ -39,17 +40,15 @@ def measure(base_url: str, workload: Workload, plan: LevelPlan, *, workers: int 
         return measure_level(base_url, workload, plan, before_run=between_runs, **kwargs)
     ctx = multiprocessing.get_context("spawn")  # never fork a pytest process with live threads
     barrier = ctx.Barrier(workers)
+    counter = ctx.Value("q", 0)
     results = ctx.Queue()
-    shares = split(plan.concurrency, workers)
-    counts = [plan.n_requests * c // plan.concurrency for c in shares]
-    counts[0] += plan.n_requests - sum(counts)
     procs = [
         ctx.Process(
             target=_worker_main, daemon=True, name=f"llmperf-client-{i}",
-            args=(i, base_url, workload, replace(plan, concurrency=c, n_requests=n), barrier, results,
+            args=(i, base_url, workload, replace(plan, concurrency=c), barrier, counter, results,
                   between_runs if i == 0 else None, kwargs),
         )
-        for i, (c, n) in enumerate(zip(shares, counts))
+        for i, c in enumerate(split(plan.concurrency, workers))
     ]
     for p in procs:
         p.start()
@@ -77,11 +76,7 @@ def measure(base_url: str, workload: Workload, plan: LevelPlan, *, workers: int 
 
 def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
     """One run out of the workers' simultaneous runs."""
-    records = []
-    for part in parts:
-        records += part.records
-    for i, rec in enumerate(records):
-        rec.index = i
+    records = sorted((rec for part in parts for rec in part.records), key=lambda rec: rec.index)
     wall = max(p.wall_s for p in parts)
     busiest = max(p.client_cpu_s / p.wall_s if p.wall_s else 0.0 for p in parts)
     lags = [lag for p in parts for lag in p.loop_lag_s]
@@ -89,19 +84,32 @@ def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
     return RunRecords(concurrency, records, lags, busiest * wall, wall)
 
 
-def _worker_main(index: int, base_url: str, workload: Workload, plan: LevelPlan, barrier, results,
+def _worker_main(index: int, base_url: str, workload: Workload, plan: LevelPlan, barrier, counter, results,
                  between_runs, kwargs: dict[str, Any]) -> None:
     try:
-        before_run = functools.partial(_synchronized, barrier, between_runs)
-        runs = run_in_fresh_loop(measure_level_async(base_url, workload, plan, before_run=before_run, **kwargs))
+        before_run = functools.partial(_synchronized, barrier, counter, index == 0, between_runs)
+        claim = functools.partial(_claim, counter, plan.n_requests)
+        runs = run_in_fresh_loop(
+            measure_level_async(base_url, workload, plan, before_run=before_run, claim=claim, **kwargs))
         results.put((index, runs))
     except BaseException:
         results.put((index, traceback.format_exc()))
 
 
-async def _synchronized(barrier, between_runs, client: httpx.AsyncClient) -> None:
+def _claim(counter, total: int) -> int | None:
+    with counter.get_lock():
+        index = counter.value
+        if index >= total:
+            return None
+        counter.value = index + 1
+        return index
+
+
+async def _synchronized(barrier, counter, leader: bool, between_runs, client: httpx.AsyncClient) -> None:
     loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, barrier.wait)  # every worker idle: safe to flush
-    if between_runs is not None:
-        await between_runs(client)
+    await loop.run_in_executor(None, barrier.wait)  # every worker idle: safe to flush and reset
+    if leader:
+        counter.value = 0
+        if between_runs is not None:
+            await between_runs(client)
     await loop.run_in_executor(None, barrier.wait)  # then all start together

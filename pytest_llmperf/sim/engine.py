@@ -37,6 +37,7 @@ class SimRequest:
     finished_at: float | None = None
     error: str | None = None
     stalled: bool = False
+    internal: bool = False  # warm-up and health checks: never subject to the fault knobs
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -88,10 +89,10 @@ class Engine:
         self.on_crash = None  # callable() -> None, set by the server
 
     def submit(self, req: SimRequest) -> None:
-        self._submitted += 1
+        self._submitted += 0 if req.internal else 1
         self.requests_total += 1
         self.prompt_tokens_total += req.prompt_tokens
-        if self.faults.fail_every and self._submitted % self.faults.fail_every == 0:
+        if not req.internal and self.faults.fail_every and self._submitted % self.faults.fail_every == 0:
             req.error = f"simulated failure of request {self._submitted} (--sim-fail-every {self.faults.fail_every})"
             req.wake.set()
             return
@@ -146,7 +147,7 @@ class Engine:
         for req in self.running:
             gain = 1 if self.spec is None else self.spec.sample_tokens(self._rng, self._p_accept)
             gain = min(gain, req.target_tokens - req.generated)
-            if self.faults.stall_after_tokens:
+            if self.faults.stall_after_tokens and not req.internal:
                 gain = min(gain, self.faults.stall_after_tokens - req.generated)
                 if gain <= 0:
                     req.stalled = True  # never finishes, never wakes again: a hung stream
@@ -162,7 +163,7 @@ class Engine:
                 req.first_token_at = now
             if req.generated >= req.target_tokens:
                 req.finished_at = now
-                self.finished_total += 1
+                self.finished_total += 0 if req.internal else 1
             else:
                 still_running.append(req)
             req.wake.set()

@@ -186,14 +186,14 @@ class SimServer:
     def _crash(self) -> None:
         log.error("Traceback (most recent call last):\n  File \"managers/scheduler.py\", line 1021, in event_loop\n"
                   "RuntimeError: simulated crash after %d requests (--sim-crash-after-requests)",
-                  self.engine.finished_total)
+                  self.args.sim_crash_after_requests)
         log.error("Received sigquit from a child process. It usually means the child failed.")
         sys.stderr.flush()
         os._exit(1)
 
     # ----- generation helpers ----------------------------------------------------------
 
-    def _new_request(self, prompt: str, sampling: dict[str, Any]) -> tuple[SimRequest, tuple, tuple]:
+    def _new_request(self, prompt: str, sampling: dict[str, Any], internal: bool = False) -> tuple[SimRequest, tuple, tuple]:
         max_new = int(sampling.get("max_new_tokens", sampling.get("max_tokens", 128)) or 128)
         ignore_eos = bool(sampling.get("ignore_eos", False))
         target = max_new if ignore_eos else textgen.natural_length(prompt, max_new)
@@ -204,6 +204,7 @@ class SimServer:
             target_tokens=target,
             stopped_by_eos=target < max_new,
             received=asyncio.get_running_loop().time(),
+            internal=internal,
         )
         return req, words, ids
 
@@ -264,7 +265,7 @@ class SimServer:
         if not self.up:
             return web.Response(status=503)
         if request.path == "/health_generate" or request.path == "/health":
-            req, _, _ = self._new_request("health", {"max_new_tokens": 1, "ignore_eos": True})
+            req, _, _ = self._new_request("health", {"max_new_tokens": 1, "ignore_eos": True}, internal=True)
             self.engine.submit(req)
             try:
                 await asyncio.wait_for(req.wake.wait(), timeout=20)
@@ -498,7 +499,8 @@ async def serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
         return 1
     log.info("INFO:     Uvicorn running on http://%s:%d (Press CTRL+C to quit)", args.host, args.port)
     if not args.skip_server_warmup:
-        req, _, _ = server._new_request("The capital city of France is", {"max_new_tokens": 8, "ignore_eos": True})
+        req, _, _ = server._new_request("The capital city of France is", {"max_new_tokens": 8, "ignore_eos": True},
+                                        internal=True)
         server.engine.submit(req)
         while not req.finished:
             await req.wake.wait()

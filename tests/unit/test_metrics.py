@@ -74,6 +74,8 @@ def test_in_flight_while_sending_measures_client_gaps():
     # window 0 .. 1.1: slot A busy 1.0, slot B busy 1.1 → 2.1 / 1.1
     assert metrics.in_flight_while_sending(reqs, 2) == pytest.approx(2.1 / 1.1)
     assert metrics.achieved_concurrency(reqs) == pytest.approx((1.0 + 2.0 + 1.9) / 3.0)
+    # 2 slots x 1.1 s - 2.1 busy = 0.1 s idle, over the one request sent after the first wave
+    assert metrics.client_gap(reqs, 2) == pytest.approx(0.1)
 
 
 def test_weighted_percentile():
@@ -103,11 +105,15 @@ def test_failed_and_short_requests_make_the_run_invalid():
 
 
 def test_client_checks_flag_a_client_that_set_the_pace():
-    recs = [record(0, 0.0, [(1.0, 4)]), record(1, 0.0, [(1.0, 4)]), record(2, 1.5, [(2.0, 4)])]
+    # Slot A's response ends at 1.0 but its next request leaves only at 1.5.
+    recs = [record(0, 0.0, [(1.0, 4)]), record(1, 0.0, [(2.0, 4)]), record(2, 1.5, [(2.0, 4)])]
     busy = metrics.summarize_run(run_of(recs, 2, cpu=0.97, lags=[0.030] * 10), expected_tokens=4)
     text = "\n".join(busy.problems)
-    assert "only 1.3 of C=2 requests were in flight" in text
+    assert "only 1.7 of C=2 requests were in flight" in text and "each slot waited 500.0 ms" in text
     assert "used 97% of a CPU core" in text
     assert "event loop ran 30.0 ms late at the median" in text
+    # Losing 5 % of a slot to a 0.5 ms per-request cost is not a client that fell behind.
+    quick = [record(0, 0.0, [(0.010, 4)]), record(1, 0.0, [(0.010, 4)]), record(2, 0.0105, [(0.020, 4)])]
+    assert metrics.summarize_run(run_of(quick, 2), expected_tokens=4).valid
     calm = metrics.summarize_run(run_of(recs[:2], 2, cpu=0.5, lags=[0.001] * 98 + [0.08, 0.09]), expected_tokens=4)
     assert calm.valid, calm.problems  # rare lag spikes are the OS, not the client

@@ -1,0 +1,111 @@
+"""Real servers for tests (the simulated engine, the exactly-paced SSE server) as
+subprocesses on free ports, and helpers that write profile files for pytester projects."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import httpx
+import psutil
+import pytest
+
+from pytest_llmperf.server import free_port
+
+#: Fast simulated-engine flags for tests: short load, 20x the seeds' speed.
+FAST_SIM_ARGS = ["--sim-load-time", "0.2", "--sim-speed", "20"]
+
+
+class Subprocess:
+    """A server process started for a test; stopped (with its group) afterwards."""
+
+    def __init__(self, args: list[str], ready_path: str, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"{args} exited with {self.proc.returncode}"
+            try:
+                if httpx.get(self.url + ready_path, timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise AssertionError(f"{args} not ready in 20 s")
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+
+
+def start_sim(*extra: str) -> Subprocess:
+    port = free_port("127.0.0.1")
+    args = [sys.executable, "-m", "pytest_llmperf.sim", "--model-path", "test-model", "--port", str(port),
+            *FAST_SIM_ARGS, *extra]
+    return Subprocess(args, "/health_generate", port)
+
+
+def start_paced(itl_ms: float, tokens_per_chunk: int = 1) -> Subprocess:
+    port = free_port("127.0.0.1")
+    args = [sys.executable, "-m", "pytest_llmperf.sim.paced", "--port", str(port), "--itl-ms", str(itl_ms),
+            "--tokens-per-chunk", str(tokens_per_chunk)]
+    return Subprocess(args, "/health", port)
+
+
+def processes_with(marker: str) -> list[psutil.Process]:
+    """Live processes whose command line mentions ``marker`` (checked, never assumed)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(proc.info["cmdline"] or ()):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def write_profiles(pytester: pytest.Pytester, body: str = "", *, marker: str | None = None,
+                   concurrency: str = "[1, 4]", output_len: int = 16, runs: int = 2, extra_args: str = "") -> str:
+    """A profiles.toml with sim-base / sim-spec (fast) plus ``body``; returns the model marker.
+
+    The model path carries a unique marker so the test can find (or not find) its servers
+    in the process table.
+    """
+    marker = marker or f"marker-{uuid.uuid4().hex[:10]}"
+    fast = ", ".join(f'"{a}"' for a in FAST_SIM_ARGS)
+    pytester.makefile(".toml", profiles=textwrap.dedent(f"""
+        default = ["sim-base"]
+
+        [profiles.sim-base]
+        engine = "sim"
+        model = "{marker}"
+        args = [{fast}{", " + extra_args if extra_args else ""}]
+        concurrency = {concurrency}
+        runs = {runs}
+        output_len = {output_len}
+        min_requests = 4
+        ready_timeout_s = 30
+        shutdown_timeout_s = 5
+        request_timeout_s = 10
+
+        [profiles.sim-spec]
+        extends = "sim-base"
+        extra_args = ["--speculative-algorithm", "EAGLE3"]
+    """) + textwrap.dedent(body))
+    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+    return marker
+
+
+THROUGHPUT_SUITE = """
+def test_output_throughput(llmperf, llm_concurrency):
+    point = llmperf.measure(concurrency=llm_concurrency)
+    llmperf.check(point)
+"""
