@@ -234,6 +234,13 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
             f"{f['fail_margin']}; a warning must trigger before a failure."
         )
 
+    for i, arg in enumerate(f["args"]):
+        flag = arg.split("=", 1)[0]
+        if f["engine"] != "command" and flag in ("--port", "--host", "--model-path", "--model"):
+            raise ProfileError(
+                f"{where}, field 'args': {flag} is set by the plugin (a free port on `host`, `model` as "
+                f"--model-path); remove it from args{' and use the host field' if flag == '--host' else ''}."
+            )
     command = f["command"]
     if f["engine"] == "command":
         _check(where, "command", command, lambda v: isinstance(v, list) and v and all(isinstance(a, str) for a in v),

@@ -48,15 +48,6 @@ def free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
 def build_command(profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
     python = os.path.expanduser(profile.python) if profile.python else sys.executable
     if profile.engine == "command":

@@ -64,14 +64,21 @@ def _events(path: str, n: int, usage_each: bool, chat: bool, per_chunk: int) -> 
     return framed
 
 
+def _one_chunk(events: list[bytes]) -> bytes:
+    """A whole zero-delay stream as a single HTTP chunk (``--framing stream``)."""
+    body = b"".join(e.split(b"\r\n", 1)[1].removesuffix(b"0\r\n\r\n")[:-2] for e in events)
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
 _HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
          b"Transfer-Encoding: chunked\r\n\r\n")
 
 
 class SSEProtocol(asyncio.Protocol):
-    def __init__(self, itl_s: float, per_chunk: int = 1) -> None:
+    def __init__(self, itl_s: float, per_chunk: int = 1, framing: str = "event") -> None:
         self.itl_s = itl_s
         self.per_chunk = per_chunk
+        self.framing = framing
         self.buf = b""
         self.transport: asyncio.Transport | None = None
 
@@ -120,7 +127,7 @@ class SSEProtocol(asyncio.Protocol):
         usage_each = bool((req.get("stream_options") or {}).get("continuous_usage_stats"))
         events = _events(path, n, usage_each, chat, self.per_chunk)
         if self.itl_s <= 0:
-            self.transport.write(_HEAD + b"".join(events))
+            self.transport.write(_HEAD + (_one_chunk(events) if self.framing == "stream" else b"".join(events)))
             now = perf_counter()
             STATS.append((arrived, now, now))
             return
@@ -147,9 +154,9 @@ class SSEProtocol(asyncio.Protocol):
         loop.call_at(start + self.itl_s, send, 0)
 
 
-async def serve(port: int, itl_ms: float, per_chunk: int = 1) -> None:
+async def serve(port: int, itl_ms: float, per_chunk: int = 1, framing: str = "event") -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: SSEProtocol(itl_ms / 1000.0, per_chunk), "127.0.0.1", port,
+    server = await loop.create_server(lambda: SSEProtocol(itl_ms / 1000.0, per_chunk, framing), "127.0.0.1", port,
                                       backlog=4096)
     print(f"ready on 127.0.0.1:{port}", flush=True)
     async with server:
@@ -161,11 +168,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--itl-ms", type=float, default=0.0, help="gap between events; 0 sends each stream at once")
     parser.add_argument("--tokens-per-chunk", type=int, default=1, help="tokens per event (EAGLE-like when > 1)")
+    parser.add_argument("--framing", choices=("event", "stream"), default="event",
+                        help="HTTP chunk per SSE event (as uvicorn sends), or one per zero-delay stream")
     parser.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    asyncio.run(serve(args.port, args.itl_ms, args.tokens_per_chunk))
+    asyncio.run(serve(args.port, args.itl_ms, args.tokens_per_chunk, args.framing))
 
 
 if __name__ == "__main__":

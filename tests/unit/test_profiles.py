@@ -61,6 +61,7 @@ def test_requests_per_run_is_four_times_concurrency_with_a_floor(tmp_path):
         ("[profiles.p]\nengine = \"command\"\ncommand = [\"srv\", \"--port\", \"{prt}\"]\n",
          "unknown placeholder {prt} in '{prt}'; available: {host}, {port}, {model}, {python}, {run_dir}"),
         ("[profiles.p]\ncommand = [\"srv\"]\n", "field 'command': only used with engine = \"command\""),
+        ("[profiles.p]\nargs = [\"--port\", \"30000\"]\n", "field 'args': --port is set by the plugin (a free port on `host`"),
         ("[profiles.p]\n[other]\n", "unknown top-level key(s) ['other']"),
         ("default = [\"x\"]\n[profiles.p]\n", "'default' names unknown profile 'x'. Available profiles: p."),
         ("[profiles.p\n", "not valid TOML"),
