@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import psutil
 
-from pytest_llmperf.errors import ServerDiedError, ServerStartError
+from pytest_llmperf.errors import ServerDiedError, ServerError, ServerStartError
 from pytest_llmperf.profiles import Profile
 
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
@@ -115,15 +115,18 @@ class ServerHandle:
     def exit_code(self) -> int | None:
         return None if self.process is None else self.process.poll()
 
-    def ensure_alive(self, what: str) -> None:
+    def ensure_alive(self, when: str) -> None:
         """Raise ServerDiedError, with the log's tail, if the launched process has exited."""
         code = self.exit_code()
         if code is not None:
-            self.died = f"exited with code {code} {what}"
-            raise ServerDiedError(
-                f"{self.profile.name}: the server {self.died}.\n"
-                f"  log: {self.log_path}\n  last lines:\n{self.log_tail()}"
-            )
+            raise self.failure(ServerDiedError, f"exited with code {code} {when}")
+
+    def failure(self, error: type[ServerError], what: str, *, with_command: bool = False) -> ServerError:
+        """Mark the server unusable and build the error: what happened, where its log is, its tail."""
+        self.died = what
+        command = f"  command: {shlex.join(mask_secrets(self.command))}\n" if with_command else ""
+        return error(f"{self.profile.name}: the server {what}.\n{command}"
+                     f"  log: {self.log_path}\n  last lines:\n{self.log_tail()}")
 
 
 def launch(profile: Profile, run_dir: Path) -> ServerHandle:
@@ -163,23 +166,16 @@ def wait_ready(handle: ServerHandle, timeout_s: float | None = None, poll_s: flo
             elapsed = time.monotonic() - handle.started_at
             code = handle.exit_code()
             if code is not None:
-                handle.died = f"exited with code {code} while loading"
-                raise ServerStartError(
-                    f"{profile.name}: the server exited with code {code} while loading ({elapsed:.1f} s after launch).\n"
-                    f"  command: {shlex.join(mask_secrets(handle.command))}\n"
-                    f"  log: {handle.log_path}\n  last lines:\n{handle.log_tail()}"
-                )
+                raise handle.failure(ServerStartError, f"exited with code {code} while loading "
+                                     f"({elapsed:.1f} s after launch)", with_command=True)
             try:
                 if client.get(url).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass  # not listening yet: SGLang binds only after loading
             if time.monotonic() > deadline:
-                handle.died = f"not ready after {timeout_s:g} s"
-                raise ServerStartError(
-                    f"{profile.name}: the server was not ready after {timeout_s:g} s (ready_timeout_s); "
-                    f"{url} never answered 200.\n  log: {handle.log_path}\n  last lines:\n{handle.log_tail()}"
-                )
+                raise handle.failure(ServerStartError, f"was not ready after {timeout_s:g} s (ready_timeout_s): "
+                                     f"{url} never answered 200", with_command=True)
             time.sleep(poll_s)
 
 

@@ -176,7 +176,10 @@ def test_a_client_that_sets_the_pace_is_flagged_not_reported(pytester):
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     result = pytester.runpytest("--llm-profile", "zero-delay")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*zero-delay C=64: INVALID*", "*client-bound: the load generator used *% of a CPU core*"])
+    result.stdout.fnmatch_lines(["zero-delay C=64: INVALID, output_tok_s * is not a measurement of the server:",
+                                 "  run 1: client-bound: *"])
+    # Which signal trips first depends on how the OS shares the 2 cores; both mean the same.
+    assert "% of a CPU core" in result.stdout.str() or "ms late at the median" in result.stdout.str()
 
 
 def test_attach_to_a_running_server_neither_launches_nor_stops_it(pytester):
