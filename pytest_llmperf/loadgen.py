@@ -9,7 +9,9 @@ chunk: the client cannot tell them apart in time.
 
 The per-chunk loop is the hot path and stays small: one ``split`` per read and, on SGLang's
 native API, no JSON parsing until the stream ends (the cumulative ``completion_tokens`` is
-found from the end of the event, where ``meta_info`` sits).
+found from the end of the event, where ``meta_info`` sits). Requests are identical per prompt,
+so each ``httpx.Request`` is built once by the client and sent straight through its transport:
+the client's per-request work (URL merging, header objects) is paid once, not per request.
 
 While a run goes, a monitor samples the event loop's lag and the client's CPU time, so a
 run in which the client, not the server, set the pace can be told apart (see
@@ -28,12 +30,13 @@ from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 import httpx
 
 from pytest_llmperf.prompts import PromptSet, default_prompts
-from pytest_llmperf.transport import make_client
+from pytest_llmperf.transport import make_client, make_transport
 
 perf_counter = time.perf_counter
 T = TypeVar("T")
 LAG_SAMPLE_INTERVAL_S = 0.005
 WARMUP_OUTPUT_LEN = 16
+_SSE_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
 @dataclass(slots=True)
@@ -92,9 +95,9 @@ class Workload:
     def path(self) -> str:
         return "/generate" if self.api == "sglang" else "/v1/completions"
 
-    def bodies(self, output_len: int | None = None) -> list[bytes]:
+    def bodies(self, output_len: int) -> list[bytes]:
         """Pre-encoded request bodies, one per prompt, built once per level."""
-        length = output_len or self.output_len
+        length = output_len
         out = []
         for prompt in self.prompts.prompts:
             if self.api == "sglang":
@@ -217,20 +220,23 @@ def _error_text(err: Any) -> str:
     return str(err.get("message", err)) if isinstance(err, dict) else str(err)
 
 
-async def send_one(client: httpx.AsyncClient, path: str, body: bytes, api: str, rec: RequestRecord) -> None:
+async def send_one(transport: httpx.AsyncBaseTransport, request: httpx.Request, api: str,
+                   rec: RequestRecord) -> None:
     """Stream one request into ``rec``; errors are recorded, never raised."""
     stream = _NativeStream() if api == "sglang" else _OpenAIStream()
     times, cumulative = rec.chunk_times, rec.chunk_cumulative
     rec.start = perf_counter()
     try:
-        async with client.stream("POST", path, content=body,
-                                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"}) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                rec.error = f"HTTP {resp.status_code}: {text[:300]}"
+        response = await transport.handle_async_request(request)
+        body = response.stream
+        assert isinstance(body, httpx.AsyncByteStream)
+        try:
+            if response.status_code != 200:
+                text = b"".join([chunk async for chunk in body]).decode("utf-8", "replace")
+                rec.error = f"HTTP {response.status_code}: {text[:300]}"
                 return
             buf = b""
-            async for data in resp.aiter_raw():
+            async for data in body:
                 now = rec.last_read = perf_counter()
                 events = (buf + data).split(b"\n\n")
                 buf = events.pop()
@@ -243,6 +249,8 @@ async def send_one(client: httpx.AsyncClient, path: str, body: bytes, api: str, 
                 if grew:
                     times.append(now)
                     cumulative.append(stream.count)
+        finally:
+            await body.aclose()
     except httpx.HTTPError as exc:
         rec.error = f"{type(exc).__name__}: {exc}"
     except asyncio.CancelledError:
@@ -279,7 +287,7 @@ class _ClientMonitor:
         self._task.cancel()
 
 
-async def closed_loop(client: httpx.AsyncClient, workload: Workload, bodies: list[bytes],
+async def closed_loop(transport: httpx.AsyncBaseTransport, api: str, requests: list[httpx.Request],
                       concurrency: int, n_requests: int, stall_timeout_s: float = 600.0,
                       claim: Callable[[], int | None] | None = None) -> RunRecords:
     """Run N requests with exactly ``concurrency`` in flight until the last ones drain.
@@ -297,7 +305,6 @@ async def closed_loop(client: httpx.AsyncClient, workload: Workload, bodies: lis
 
     records: list[RequestRecord] = []
     in_flight: dict[int, tuple[RequestRecord, asyncio.Task]] = {}
-    path, api = workload.path, workload.api
 
     async def worker(slot: int) -> None:
         task = asyncio.current_task()
@@ -306,7 +313,7 @@ async def closed_loop(client: httpx.AsyncClient, workload: Workload, bodies: lis
             rec = RequestRecord(i)
             records.append(rec)
             in_flight[slot] = (rec, task)
-            await send_one(client, path, bodies[i % len(bodies)], api, rec)
+            await send_one(transport, requests[i % len(requests)], api, rec)
         in_flight.pop(slot, None)
 
     async def watchdog() -> None:
@@ -346,17 +353,23 @@ async def measure_level_async(
 ) -> list[RunRecords]:
     """Warm up at C (opening the C pooled connections), then measure ``plan.runs`` runs,
     awaiting ``before_run(client)`` before each (no request is in flight then)."""
-    async with make_client(base_url, transport=transport, concurrency=plan.concurrency, headers=headers) as client:
+    sender = make_transport(transport, plan.concurrency)
+    async with make_client(base_url, sender, headers) as client:
+
+        def requests(output_len: int) -> list[httpx.Request]:
+            return [client.build_request("POST", workload.path, content=body, headers=_SSE_HEADERS)
+                    for body in workload.bodies(output_len)]
+
         if plan.warmup:
-            short = workload.bodies(min(workload.output_len, WARMUP_OUTPUT_LEN))
-            await closed_loop(client, workload, short, plan.concurrency, plan.concurrency, timeout_s)
-        bodies = workload.bodies()
+            short = requests(min(workload.output_len, WARMUP_OUTPUT_LEN))
+            await closed_loop(sender, workload.api, short, plan.concurrency, plan.concurrency, timeout_s)
+        measured = requests(workload.output_len)
         runs = []
         for _ in range(plan.runs):
             if before_run is not None:
                 await before_run(client)
-            runs.append(await closed_loop(client, workload, bodies, plan.concurrency, plan.n_requests, timeout_s,
-                                          claim))
+            runs.append(await closed_loop(sender, workload.api, measured, plan.concurrency, plan.n_requests,
+                                          timeout_s, claim))
         return runs
 
 

@@ -98,17 +98,22 @@ class _AiohttpStream(httpx.AsyncByteStream):
         self._response.release()
 
 
-def make_client(base_url: str, *, transport: str, concurrency: int,
+def make_transport(kind: str, concurrency: int) -> httpx.AsyncBaseTransport:
+    """The measured-fastest transport (``aiohttp``), or httpx's own httpcore/h11 (``httpx``)."""
+    if kind == "aiohttp":
+        return AiohttpTransport()
+    if kind == "httpx":
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=concurrency)
+        return httpx.AsyncHTTPTransport(limits=limits)
+    raise ValueError(f"unknown transport {kind!r}; choose 'aiohttp' or 'httpx'")
+
+
+def make_client(base_url: str, transport: httpx.AsyncBaseTransport,
                 headers: dict[str, str] | None = None) -> httpx.AsyncClient:
-    """An AsyncClient with a pool of ``concurrency`` connections and no per-read timeouts.
+    """An AsyncClient over ``transport`` with a connect timeout and no per-read timeouts.
 
     A timeout per read arms and cancels a timer for every chunk; the load generator instead
     watches all streams with one watchdog (``loadgen.closed_loop``).
     """
-    timeout = httpx.Timeout(None, connect=30.0)
-    if transport == "aiohttp":
-        return httpx.AsyncClient(base_url=base_url, transport=AiohttpTransport(), timeout=timeout, headers=headers)
-    if transport == "httpx":
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=concurrency)
-        return httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout, headers=headers)
-    raise ValueError(f"unknown transport {transport!r}; choose 'aiohttp' or 'httpx'")
+    return httpx.AsyncClient(base_url=base_url, transport=transport, timeout=httpx.Timeout(None, connect=30.0),
+                             headers=headers)
