@@ -1,18 +1,30 @@
-"""The ``llmperf`` fixture's object: measure a point against the profile's server, check it."""
+"""The ``llmperf`` fixture's object: measure a point against the profile's server, then check it.
+
+``check`` decides in the test itself, so a failure carries the test's id: INVALID (the runs are
+not a measurement of the server), then under ``--perf-update`` the point is queued for its golden
+file, otherwise MISSING, INCOMPARABLE or the statistical verdict against the golden, adding
+runs on the still-running server while it is UNCERTAIN (3 → 6 → 10).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, field
 
 import pytest
 
+from pytest_llmperf import baseline, fingerprint
+from pytest_llmperf.baseline import GoldenError, PendingPoint, PendingRun
 from pytest_llmperf.errors import ServerDiedError
 from pytest_llmperf.loadgen import LevelPlan, Workload, flush_cache
 from pytest_llmperf.metrics import summarize_run
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.server import ServerHandle
 from pytest_llmperf.session import LLMPerfSession, PointResult
+from pytest_llmperf.verdict import STAGES, decide, describe, signed_percent
 from pytest_llmperf.workers import measure
+
+MARKER_FIELDS = ("fail_margin", "warn_margin")
 
 
 @dataclass
@@ -23,6 +35,7 @@ class LLMPerf:
     server: ServerHandle
     session: LLMPerfSession
     nodeid: str
+    marker: dict[str, float] = field(default_factory=dict)  # from @pytest.mark.llmperf
 
     def workload(self, output_len: int | None = None) -> Workload:
         return Workload(api=self.profile.api, output_len=output_len or self.profile.output_len,
@@ -30,39 +43,154 @@ class LLMPerf:
 
     def measure(self, concurrency: int, *, runs: int | None = None, output_len: int | None = None,
                 metric: str = "output_tok_s") -> PointResult:
-        """Warm up at ``concurrency``, then run ``runs`` closed-loop runs of N = max(floor, 4·C) requests."""
+        """Warm up at ``concurrency``, then run ``runs`` closed-loop runs of N = max(floor, 4·C) requests.
+
+        Under ``--perf-update`` at least ``--perf-update-runs`` runs are made, for the golden.
+        """
         __tracebackhide__ = True
-        profile, server = self.profile, self.server
+        profile = self.profile
+        runs = runs or profile.runs
+        if self.session.settings.update:
+            runs = max(runs, self.session.settings.update_runs)
         workload = self.workload(output_len)
-        plan = LevelPlan(concurrency, profile.requests_per_run(concurrency), runs or profile.runs, profile.warmup)
-        try:
-            server.ensure_alive("before this test")
-            raw_runs = measure(
-                server.base_url, workload, plan, workers=self.session.settings.client_workers,
-                transport=self.session.settings.transport, timeout_s=profile.request_timeout_s,
-                headers=server.headers, between_runs=flush_cache if profile.api == "sglang" else None,
-            )
-            server.ensure_alive("while it was being measured")
-        except ServerDiedError as exc:
-            pytest.fail(f"{exc}\n  The remaining tests of profile {profile.name} are skipped.", pytrace=False)
+        n_requests = profile.requests_per_run(concurrency)
         point = PointResult(
-            profile=profile.name, test=self.nodeid, concurrency=concurrency, metric=metric,
-            runs=[summarize_run(r, workload.output_len) for r in raw_runs], launch_id=server.launch_id,
-            output_len=workload.output_len, api=workload.api,
+            profile=profile.name, test=self.nodeid, concurrency=concurrency, metric=metric, runs=[],
+            launch_id=self.server.launch_id, output_len=workload.output_len, api=workload.api,
+            workload={**workload.describe(), "requests_per_run": n_requests},
         )
+        point.runs = self._runs(workload, LevelPlan(concurrency, n_requests, runs, profile.warmup))
         self.session.record(point)
         return point
 
-    def check(self, point: PointResult) -> None:
-        """Fail the test if the point is INVALID: failed requests, wrong counts, a client that set the pace."""
+    def _runs(self, workload: Workload, plan: LevelPlan) -> list:
+        __tracebackhide__ = True
+        server, settings = self.server, self.session.settings
+        try:
+            server.ensure_alive("before this test")
+            raw = measure(
+                server.base_url, workload, plan, workers=settings.client_workers, transport=settings.transport,
+                timeout_s=self.profile.request_timeout_s, headers=server.headers,
+                between_runs=flush_cache if self.profile.api == "sglang" else None,
+            )
+            server.ensure_alive("while it was being measured")
+        except ServerDiedError as exc:
+            pytest.fail(f"{exc}\n  The remaining tests of profile {self.profile.name} are skipped.", pytrace=False)
+        return [summarize_run(r, workload.output_len) for r in raw]
+
+    def check(self, point: PointResult, *, fail_margin: float | None = None, warn_margin: float | None = None) -> None:
+        """Fail the test unless the point is valid and holds against its golden baseline.
+
+        Margins default to the profile's, overridden by ``@pytest.mark.llmperf(fail_margin=…)``
+        on the test and then by the arguments here.
+        """
         __tracebackhide__ = True
         if point.problems:
-            s = point.summary
+            point.message = f"{point.profile} C={point.concurrency}: INVALID"
             pytest.fail(
-                f"{point.profile} C={point.concurrency}: INVALID, {point.metric} {s.mean:,.1f} is not a "
+                f"{point.profile} C={point.concurrency}: INVALID, {point.metric} {point.summary.mean:,.1f} is not a "
                 "measurement of the server:\n  " + "\n  ".join(point.problems),
                 pytrace=False,
             )
+        fail_margin = fail_margin if fail_margin is not None else self.margins["fail_margin"]
+        warn_margin = warn_margin if warn_margin is not None else self.margins["warn_margin"]
+        if self.session.settings.update:
+            return self._record(point, warn_margin)
+        try:
+            golden = self.session.golden(point.profile)
+        except GoldenError as exc:
+            point.outcome = "INVALID"
+            pytest.fail(str(exc), pytrace=False)
+        path = self.session.golden_file(point.profile)
+        key = baseline.point_key(point.test, point.concurrency)
+        entry = (golden or {}).get("points", {}).get(key)
+        if entry is None:
+            point.outcome = "MISSING"
+            point.message = f"{point.profile} C={point.concurrency}: no golden baseline in {path}"
+            pytest.fail(f"{point.message} for {key}.\n  Record it: {self._update_command()}", pytrace=False)
+        changes = fingerprint.diff(golden["fingerprint"]["hard"], self.session.fingerprints[point.profile].hard)
+        changes += [f"workload.{line}" for line in fingerprint.diff(entry.get("workload", {}), point.workload)]
+        if changes:
+            point.outcome = "INCOMPARABLE"
+            point.message = f"{point.profile} C={point.concurrency}: INCOMPARABLE with {path}"
+            pytest.fail(
+                f"{point.message}: it was recorded under a different configuration:\n    " + "\n    ".join(changes)
+                + f"\n  If the change is intended, re-record (and review the diff): {self._update_command()}",
+                pytrace=False,
+            )
+        gold = [r["value"] for r in entry["runs"]]
+        verdict = decide(point.values, gold, fail_margin=fail_margin, warn_margin=warn_margin,
+                         last_stage=len(point.values) >= STAGES[-1])
+        while verdict.name == "UNCERTAIN":
+            target = next(n for n in STAGES if n > len(point.values))
+            plan = LevelPlan(point.concurrency, self.profile.requests_per_run(point.concurrency),
+                             target - len(point.values), warmup=False)
+            point.runs += self._runs(self.workload(point.output_len), plan)
+            if point.problems:
+                return self.check(point, fail_margin=fail_margin, warn_margin=warn_margin)
+            verdict = decide(point.values, gold, fail_margin=fail_margin, warn_margin=warn_margin,
+                             last_stage=len(point.values) >= STAGES[-1])
+        gold_mean = entry["summary"]["mean"]
+        point.outcome = verdict.name
+        point.golden = {"mean": gold_mean, "n": len(gold), "path": str(path)}
+        point.ratio = verdict.ratio
+        point.p_value = verdict.p_drop if verdict.ratio < 1 else verdict.p_gain
+        point.message = describe(point.profile, point.concurrency, point.summary.mean, gold_mean, verdict, fail_margin)
+        if not verdict.passed:
+            pytest.fail(point.message, pytrace=False)
+
+    def _record(self, point: PointResult, warn_margin: float) -> None:
+        __tracebackhide__ = True
+        settings = self.session.settings
+        key = baseline.point_key(point.test, point.concurrency)
+        try:
+            old = ((self.session.golden(point.profile) or {}).get("points") or {}).get(key)
+        except GoldenError as exc:
+            point.outcome = "INVALID"
+            pytest.fail(str(exc), pytrace=False)
+        if old is not None and not settings.pool:
+            ratio = point.summary.mean / old["summary"]["mean"]
+            if ratio < 1 - warn_margin and not settings.accept_worse:
+                point.outcome, point.ratio = "FAIL", ratio
+                point.golden = {"mean": old["summary"]["mean"], "n": old["summary"]["n"]}
+                point.message = (f"{point.profile} C={point.concurrency}: refusing to replace the golden "
+                                 f"{old['summary']['mean']:,.1f} with {point.summary.mean:,.1f} "
+                                 f"({signed_percent(ratio - 1)} %, worse than the {warn_margin * 100:g} % warn margin)")
+                pytest.fail(f"{point.message}.\n  If this is expected, say why: re-run with "
+                            "--perf-accept-worse='<reason, e.g. driver 590 regression, tracked in #123>'; "
+                            "the reason is stored in the golden's history.", pytrace=False)
+        why = settings.accept_worse or ("--perf-update --perf-pool" if settings.pool else "--perf-update")
+        runs = [PendingRun(r.output_tok_s if point.metric == "output_tok_s" else r.request_tok_s["mean"],
+                           point.launch_id, r.requests, r.output_tokens, r.accept_length) for r in point.runs]
+        path = self.session.queue_golden(PendingPoint(key, point.test, point.concurrency, point.metric, runs, why,
+                                                      settings.pool, point.workload), point.profile)
+        point.outcome = "RECORDED"
+        point.golden = {"path": str(path)}
+        point.message = f"{point.profile} C={point.concurrency}: recorded {point.summary.mean:,.1f} into {path}"
+
+    @property
+    def margins(self) -> dict[str, float]:
+        return {"fail_margin": self.profile.fail_margin, "warn_margin": self.profile.warn_margin, **self.marker}
+
+    def _update_command(self) -> str:
+        path = self.nodeid.split("::")[0]
+        return f"pytest {shlex.quote(path)} --llm-profile {self.profile.name} --perf-update"
+
+
+def marker_margins(node: pytest.Item) -> dict[str, float]:
+    """``@pytest.mark.llmperf(fail_margin=0.2, warn_margin=0.08)``: per-test margins."""
+    mark = node.get_closest_marker("llmperf")
+    if mark is None:
+        return {}
+    if mark.args or set(mark.kwargs) - set(MARKER_FIELDS):
+        raise pytest.UsageError(
+            f"{node.nodeid}: @pytest.mark.llmperf takes only keyword arguments {', '.join(MARKER_FIELDS)}; "
+            f"got args={mark.args!r} kwargs={sorted(mark.kwargs)}."
+        )
+    for name, value in mark.kwargs.items():
+        if not isinstance(value, (int, float)) or not 0 < value < 1:
+            raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.llmperf({name}={value!r}) must be between 0 and 1.")
+    return dict(mark.kwargs)
 
 
 def served_model(server: ServerHandle) -> str:

@@ -21,10 +21,11 @@ from typing import Iterator
 
 import pytest
 
-from pytest_llmperf import report
+from pytest_llmperf import baseline, fingerprint, report
 from pytest_llmperf.errors import ProfileError, ServerError
 from pytest_llmperf.profiles import Profile, load_profiles
-from pytest_llmperf.session import SESSION_KEY, LLMPerfSession, write_json_atomic
+from pytest_llmperf.files import write_json_atomic
+from pytest_llmperf.session import SESSION_KEY, LLMPerfSession
 from pytest_llmperf.settings import Settings, add_options
 
 
@@ -57,6 +58,13 @@ def pytest_configure(config: pytest.Config) -> None:
         selected = [_with_concurrency(p, settings.concurrency) for p in selected]
     run_dir = settings.run_dir_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     config.stash[SESSION_KEY] = LLMPerfSession(settings, profiles, selected, run_dir)
+    _register_marker(config)
+
+
+def _register_marker(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "llmperf(fail_margin=0.15, warn_margin=0.05): this test's verdict margins, overriding the profile's"
+    )
 
 
 def _with_concurrency(profile: Profile, levels: tuple[int, ...]) -> Profile:
@@ -91,6 +99,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         names = [p.name for p in session.selected]
         metafunc.parametrize("llm_profile", names, indirect=True, scope="session", ids=names)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        session = items[0].config.stash.get(SESSION_KEY, None)
+        if session is not None:
+            session.whole_suite = False
 
 
 @pytest.hookimpl(trylast=True)
@@ -135,6 +150,7 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
     except ServerError as exc:
         pytest.fail(str(exc), pytrace=False)
     session.servers[llm_profile.name] = handle
+    session.fingerprints[llm_profile.name] = fingerprint.take(llm_profile, handle.info)
     try:
         yield handle
     finally:
@@ -143,11 +159,12 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
 
 @pytest.fixture
 def llmperf(llm_profile: Profile, llm_server, request: pytest.FixtureRequest):
-    from pytest_llmperf.bench import LLMPerf
+    from pytest_llmperf.bench import LLMPerf, marker_margins
 
     if llm_server.died:
         pytest.skip(f"{llm_profile.name}: the server {llm_server.died}; see {llm_server.log_path}")
-    return LLMPerf(llm_profile, llm_server, request.config.stash[SESSION_KEY], request.node.nodeid)
+    return LLMPerf(llm_profile, llm_server, request.config.stash[SESSION_KEY], request.node.nodeid,
+                   marker_margins(request.node))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -157,8 +174,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.write_sep("=", "llmperf: output throughput per concurrency")
     for line in report.table_lines(session.points):
         terminalreporter.write_line(line)
-    for line in report.problem_lines(session.points):
-        terminalreporter.write_line(line, red=True)
+    for line, color in report.verdict_lines(session, whole_suite=session.whole_suite and exitstatus != 2):
+        terminalreporter.write_line(line, **({color: True} if color else {}))
     if session.servers and not session.settings.server_url:
         terminalreporter.write_line(f"server logs and command lines: {session.run_dir}")
     if session.settings.json_path:
@@ -167,5 +184,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(SESSION_KEY, None)
-    if state is not None and state.settings.json_path and state.points:
+    if state is None:
+        return
+    if state.pending:
+        # Goldens are written here, once, at the end: never half-way through a run.
+        state.golden_notes = baseline.flush(list(state.pending.values()))
+    if state.settings.json_path and state.points:
         write_json_atomic(Path(state.settings.json_path), state.results_json())

@@ -6,9 +6,13 @@ import math
 from typing import Iterable, Sequence
 
 from pytest_llmperf.session import PointResult
+from pytest_llmperf.verdict import signed_percent
 
-COLUMNS = ("profile", "test", "C", "tok/s mean ± sd (n)", "req tok/s", "TTFT p50/p99 ms", "ITL p50 ms", "accept",
-           "status")
+COLUMNS = ("profile", "test", "C", "measured mean ± sd (n)", "golden", "Δ %", "req tok/s", "TTFT p50/p99 ms",
+           "ITL p50 ms", "accept", "verdict")
+COLORS = {"FAIL": "red", "INVALID": "red", "MISSING": "red", "INCOMPARABLE": "red", "WARN": "yellow",
+          "IMPROVED": "green"}
+ORDER = ("FAIL", "INVALID", "INCOMPARABLE", "MISSING", "WARN", "IMPROVED", "PASS", "RECORDED", "measured")
 
 
 def _ms(value: float) -> str:
@@ -29,11 +33,14 @@ def row(point: PointResult) -> tuple[str, ...]:
     s = point.summary
     runs = point.runs
     accept = _mean(r.accept_length for r in runs)
+    golden = (point.golden or {}).get("mean")
     return (
         point.profile,
         _test_name(point.test),
         str(point.concurrency),
         f"{s.mean:,.1f} ± {s.sd:,.1f} ({len(s.values)})",
+        "-" if golden is None else f"{golden:,.1f}",
+        "-" if point.ratio is None else signed_percent(point.ratio - 1),
         f"{_mean(r.request_tok_s['mean'] for r in runs):,.1f}",
         f"{_ms(_mean(r.ttft_s['p50'] for r in runs))} / {_ms(_mean(r.ttft_s['p99'] for r in runs))}",
         _ms(_mean(r.itl_s["p50"] for r in runs)),
@@ -46,7 +53,7 @@ def table_lines(points: Sequence[PointResult]) -> list[str]:
     """A fixed-width table, one row per point, ordered by profile, test and concurrency."""
     rows = [COLUMNS] + [row(p) for p in sorted(points, key=lambda p: (p.profile, _test_name(p.test), p.concurrency))]
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
-    right = {2, 3, 4, 5, 6, 7}
+    right = {2, 3, 4, 5, 6, 7, 8, 9}
     lines = []
     for k, r in enumerate(rows):
         cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
@@ -56,9 +63,30 @@ def table_lines(points: Sequence[PointResult]) -> list[str]:
     return lines
 
 
-def problem_lines(points: Sequence[PointResult]) -> list[str]:
-    lines = []
+def verdict_lines(session, whole_suite: bool) -> list[tuple[str, str | None]]:
+    """Counts per verdict, the rows that matter, what was written, and what to do next."""
+    points = session.points
+    counts: dict[str, int] = {}
     for p in points:
-        for problem in p.problems:
-            lines.append(f"INVALID {p.profile} C={p.concurrency} ({_test_name(p.test)}): {problem}")
+        counts[p.verdict or "measured"] = counts.get(p.verdict or "measured", 0) + 1
+    lines: list[tuple[str, str | None]] = [
+        ("llmperf verdicts: " + ", ".join(f"{counts[v]} {v}" for v in ORDER if v in counts), None)]
+    for p in sorted(points, key=lambda p: ORDER.index(p.verdict or "measured")):
+        verdict = p.verdict or "measured"
+        if verdict == "INVALID":
+            lines += [(f"INVALID {p.profile} C={p.concurrency} ({_test_name(p.test)}): {problem}", "red")
+                      for problem in p.problems or [p.message or ""]]
+        elif verdict not in ("PASS", "RECORDED", "measured") and p.message:
+            lines.append((f"{verdict} {p.message}", COLORS.get(verdict)))
+    if "MISSING" in counts:
+        lines.append(("Re-run with --perf-update to record missing baselines.", None))
+    if "IMPROVED" in counts:
+        lines.append((f"{counts['IMPROVED']} point(s) improved beyond the margin: refresh their goldens with "
+                      "--perf-update and review the diff.", "green"))
+    lines += [(f"golden: {note}", None) for note in session.golden_notes]
+    if whole_suite and not session.settings.update:
+        unused = session.unused_goldens()
+        if unused:
+            lines.append((f"{len(unused)} golden point(s) were not used by any test in this run:", "yellow"))
+            lines += [(f"  {item}", None) for item in unused]
     return lines

@@ -6,10 +6,6 @@ every measured point, and writes the results JSON once, atomically, at the end.
 
 from __future__ import annotations
 
-import json
-import os
-import platform
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf import __version__
+from pytest_llmperf.baseline import PendingFile, PendingPoint, golden_path, point_key
+from pytest_llmperf.baseline import load as load_golden
+from pytest_llmperf.fingerprint import Fingerprint
 from pytest_llmperf.metrics import PointSummary, RunMetrics
 from pytest_llmperf.profiles import Profile, ProfileSet
-from pytest_llmperf.prompts import default_prompts
 from pytest_llmperf.server import ServerHandle
 from pytest_llmperf.settings import Settings
 
@@ -39,6 +36,13 @@ class PointResult:
     launch_id: str
     output_len: int
     api: str
+    workload: dict[str, Any] = field(default_factory=dict)
+    #: Set by the check: PASS, WARN, IMPROVED, FAIL, MISSING, INCOMPARABLE or RECORDED.
+    outcome: str | None = None
+    golden: dict[str, Any] | None = None
+    ratio: float | None = None
+    p_value: float | None = None
+    message: str | None = None
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -59,13 +63,14 @@ class PointResult:
 
     @property
     def verdict(self) -> str | None:
-        return "INVALID" if self.problems else None
+        return "INVALID" if self.problems else self.outcome
 
     def to_json(self) -> dict[str, Any]:
         return {
             "profile": self.profile, "test": self.test, "concurrency": self.concurrency, "metric": self.metric,
             "values": list(self.values), "runs": [r.to_json() for r in self.runs], "launch_id": self.launch_id,
-            "golden": None, "ratio": None, "p_value": None, "verdict": self.verdict, "problems": self.problems,
+            "workload": self.workload, "golden": self.golden, "ratio": self.ratio, "p_value": self.p_value,
+            "verdict": self.verdict, "message": self.message, "problems": self.problems,
         }
 
 
@@ -77,15 +82,48 @@ class LLMPerfSession:
     run_dir: Path
     points: list[PointResult] = field(default_factory=list)
     servers: dict[str, ServerHandle] = field(default_factory=dict)
+    fingerprints: dict[str, Fingerprint] = field(default_factory=dict)
+    goldens: dict[Path, dict[str, Any] | None] = field(default_factory=dict)
+    pending: dict[Path, PendingFile] = field(default_factory=dict)
+    golden_notes: list[str] = field(default_factory=list)
+    whole_suite: bool = True  # nothing deselected: goldens nobody used can be reported
 
     def record(self, point: PointResult) -> None:
         self.points.append(point)
 
+    def golden_file(self, profile: str) -> Path:
+        return golden_path(self.settings.baseline_dir, profile, self.fingerprints[profile].hardware_key)
+
+    def golden(self, profile: str) -> dict[str, Any] | None:
+        """The profile's golden file, read once per session (GoldenError if unusable)."""
+        path = self.golden_file(profile)
+        if path not in self.goldens:
+            self.goldens[path] = load_golden(path)
+        return self.goldens[path]
+
+    def queue_golden(self, point: PendingPoint, profile: str) -> Path:
+        path = self.golden_file(profile)
+        entry = self.pending.setdefault(path, PendingFile(path, profile, self.fingerprints[profile].to_json()))
+        entry.points = [p for p in entry.points if p.key != point.key] + [point]
+        return path
+
+    def unused_goldens(self) -> list[str]:
+        """Recorded points of the selected profiles that no test measured in this run."""
+        measured = {(p.profile, point_key(p.test, p.concurrency)) for p in self.points}
+        unused = []
+        for profile in self.servers:
+            path = self.golden_file(profile)
+            data = self.goldens.get(path)
+            for key in sorted((data or {}).get("points", {})):
+                if (profile, key) not in measured:
+                    unused.append(f"{path}: {key}")
+        return unused
+
     def fingerprint(self) -> dict[str, Any]:
-        prompts = default_prompts()
-        hard = {"prompt_set": prompts.name, "prompt_set_sha256": prompts.sha256}
-        soft = {"pytest_llmperf": __version__, "python": platform.python_version(), "platform": platform.platform()}
-        return {"hard": hard, "soft": soft}
+        """Per profile: hard keys (must match a golden), soft keys (recorded), their hash."""
+        fps = self.fingerprints
+        return {"hard": {name: fp.hard for name, fp in fps.items()}, "soft": {name: fp.soft for name, fp in fps.items()},
+                "comparability_hash": {name: fp.comparability_hash for name, fp in fps.items()}}
 
     def profile_json(self) -> dict[str, Any]:
         out = {}
@@ -108,20 +146,6 @@ class LLMPerfSession:
             "profiles": self.profile_json(),
             "points": [p.to_json() for p in self.points],
         }
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write through a temporary file in the same directory and rename: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 SESSION_KEY = pytest.StashKey[LLMPerfSession]()

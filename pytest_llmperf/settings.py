@@ -26,6 +26,10 @@ OPTIONS = (
     ("--llm-concurrency", "llmperf_concurrency", "Override every profile's concurrency levels, e.g. 1,2,5.",
      "C[,C...]", None),
     ("--perf-json", "llmperf_json", "Write every measured point as JSON to PATH.", "PATH", None),
+    ("--perf-baseline-dir", "llmperf_baseline_dir", "Where golden baselines live: <dir>/<profile>/<hardware>.json.",
+     "PATH", "baselines"),
+    ("--perf-update-runs", "llmperf_update_runs",
+     "Runs per point when recording goldens (>= 10 recommended; 5 per launch with --perf-pool).", "N", "10"),
     ("--llm-run-dir", "llmperf_run_dir",
      "Where each pytest run gets a directory with every server's log and exact command line.", "DIR",
      ".llmperf/runs"),
@@ -39,6 +43,14 @@ OPTIONS = (
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("llmperf", "LLM-serving performance (pytest-llmperf)")
+    group.addoption("--perf-update", action="store_true", default=False,
+                    help="Measure, then write golden baselines for every point that ran; the run passes.")
+    group.addoption("--perf-pool", action="store_true", default=False,
+                    help="With --perf-update: add this server launch's runs to the golden's instead of "
+                         "replacing them (record 2 launches x 5 runs).")
+    group.addoption("--perf-accept-worse", dest="llmperf_accept_worse", metavar="REASON", default=None,
+                    help="With --perf-update: allow replacing a golden with a worse one; REASON is stored "
+                         "in the golden's history.")
     for flag, ini, help_text, metavar, default in OPTIONS:
         shown = f" Default: {default}." if default else ""
         if flag == "--llm-profile":
@@ -58,6 +70,11 @@ class Settings:
     run_dir_root: Path
     transport: str
     client_workers: int
+    update: bool = False
+    pool: bool = False
+    accept_worse: str | None = None
+    baseline_dir: Path = Path("baselines")
+    update_runs: int = 10
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> "Settings":
@@ -75,6 +92,14 @@ class Settings:
         raw_profiles = ",".join(cli_profiles) if cli_profiles else value("llmperf_profiles")[0] or ""
         names = [n for n in re.split(r"[,\s]+", raw_profiles) if n]
 
+        update = bool(config.getoption("perf_update"))
+        pool = bool(config.getoption("perf_pool"))
+        accept_worse = config.getoption("llmperf_accept_worse")
+        if (pool or accept_worse) and not update:
+            raise pytest.UsageError("--perf-pool and --perf-accept-worse only make sense with --perf-update.")
+        if accept_worse is not None and not accept_worse.strip():
+            raise pytest.UsageError("--perf-accept-worse needs a reason, e.g. --perf-accept-worse='driver 590, see #123'.")
+        baseline_value, baseline_base = value("llmperf_baseline_dir")
         file_value, file_base = value("llmperf_profiles_file")
         run_value, run_base = value("llmperf_run_dir")
         json_value, json_base = value("llmperf_json")
@@ -88,6 +113,11 @@ class Settings:
             transport=_parse_choice("--llm-client-transport", value("llmperf_client_transport")[0] or "aiohttp",
                                     TRANSPORTS),
             client_workers=_parse_positive("--llm-client-workers", value("llmperf_client_workers")[0] or "1"),
+            update=update,
+            pool=pool,
+            accept_worse=accept_worse,
+            baseline_dir=_resolve(baseline_base, baseline_value or "baselines"),
+            update_runs=_parse_positive("--perf-update-runs", value("llmperf_update_runs")[0] or "10"),
         )
 
 

@@ -9,15 +9,17 @@ import multiprocessing.queues  # noqa: F401
 import multiprocessing.synchronize  # noqa: F401
 
 import httpcore  # noqa: F401
+import numpy  # noqa: F401
 import pytest
+import scipy.stats  # noqa: F401
 
 from tests.helpers import start_sim
 
 pytest_plugins = ["pytester"]
 # pytester's in-process runs drop the modules first imported inside them, so a later import
 # makes a second copy: httpx (which imports httpcore lazily and caches its exception classes)
-# would no longer recognise httpcore's errors, and multiprocessing could no longer pickle its
-# own connections. Importing them here, once, keeps one copy of each.
+# would no longer recognise httpcore's errors, multiprocessing could no longer pickle its own
+# connections, and numpy's C extension refuses a second load. Importing them here keeps one.
 
 
 @pytest.fixture(scope="session")

@@ -42,29 +42,33 @@ def test_help_lists_the_options_in_one_group(pytester):
 def test_measures_each_profile_and_level_and_writes_the_results_json(pytester, no_leftovers):
     no_leftovers.append(write_profiles(pytester))
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE + SINGLE_STREAM_SUITE)
-    result = pytester.runpytest("-v", "--llm-profile", "sim-base,sim-spec", "--perf-json", "out/results.json")
+    result = pytester.runpytest("-v", "--llm-profile", "sim-base,sim-spec", "--perf-json", "out/results.json",
+                                "--perf-update", "--perf-update-runs", "2")
     result.assert_outcomes(passed=6)
     # Grouped by profile: every sim-base test before any sim-spec test, so each server starts once.
     order = [re.search(r"\[(sim-[a-z]+)", line).group(1) for line in result.outlines if " PASSED " in line]
     assert order == ["sim-base"] * 3 + ["sim-spec"] * 3, order
     result.stdout.fnmatch_lines([
         "*llmperf: output throughput per concurrency*",
-        "profile*test*C*tok/s mean ± sd (n)*req tok/s*TTFT p50/p99 ms*ITL p50 ms*accept*status",
-        "sim-base*output_throughput*1*(2)*measured",
-        "sim-base*output_throughput*4*(2)*measured",
-        "sim-base*single_stream*1*(2)*measured",
-        "sim-spec*output_throughput*1*(2)*2.*measured",
+        "profile*test*C*measured mean ± sd (n)*golden*Δ %*req tok/s*TTFT p50/p99 ms*ITL p50 ms*accept*verdict",
+        "sim-base*output_throughput*1*(2)*RECORDED",
+        "sim-base*output_throughput*4*(2)*RECORDED",
+        "sim-base*single_stream*1*(2)*RECORDED",
+        "sim-spec*output_throughput*1*(2)*2.*RECORDED",
+        "llmperf verdicts: 6 RECORDED",
     ])
     data = json.loads((pytester.path / "out" / "results.json").read_text())
     assert data["schema"] == 1
-    assert len(data["fingerprint"]["hard"]["prompt_set_sha256"]) == 64
+    assert data["fingerprint"]["hard"]["sim-spec"]["server_args"]["speculative_algorithm"] == "EAGLE3"
+    assert data["fingerprint"]["hard"]["sim-base"]["hardware"] == {"key": "sim"}
     assert data["profiles"]["sim-spec"]["server_info"]["/server_info"]["speculative_algorithm"] == "EAGLE3"
     points = {(p["profile"], p["test"].split("::")[-1].split("[")[0], p["concurrency"]): p for p in data["points"]}
     assert set(points) == {(prof, test, c) for prof in ("sim-base", "sim-spec")
                            for test, c in (("test_output_throughput", 1), ("test_output_throughput", 4),
                                            ("test_single_stream", 1))}
     point = points[("sim-spec", "test_output_throughput", 4)]
-    assert point["metric"] == "output_tok_s" and point["verdict"] is None and point["problems"] == []
+    assert point["metric"] == "output_tok_s" and point["verdict"] == "RECORDED" and point["problems"] == []
+    assert len(point["workload"]["prompt_set_sha256"]) == 64 and point["workload"]["requests_per_run"] == 16
     assert len(point["values"]) == 2 and all(v > 0 for v in point["values"])
     run = point["runs"][0]
     assert run["output_tok_s"] == point["values"][0]
@@ -136,7 +140,7 @@ def test_a_server_that_dies_mid_run_fails_that_test_and_skips_the_rest(pytester,
     no_leftovers.append(write_profiles(pytester, concurrency="[1, 2, 4]", runs=2,
                                        extra_args='"--sim-crash-after-requests", "10"'))
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-    result = pytester.runpytest("-rs")
+    result = pytester.runpytest("-rs", "--perf-update", "--perf-update-runs", "2")
     result.assert_outcomes(passed=1, failed=1, skipped=1)
     result.stdout.fnmatch_lines([
         "*sim-base: the server exited with code 1 while it was being measured.*",
@@ -187,11 +191,11 @@ def test_attach_to_a_running_server_neither_launches_nor_stops_it(pytester):
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     server = start_sim()
     try:
-        result = pytester.runpytest("--llm-profile", "sim-base", "--llm-server-url", server.url)
+        result = pytester.runpytest("--llm-profile", "sim-base", "--llm-server-url", server.url, "--perf-update")
         result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines([f"llmperf: profiles sim-base (*); attached to {server.url}"])
         assert server.proc.poll() is None
-        assert not (pytester.path / ".llmperf").exists()
+        assert not (pytester.path / ".llmperf").exists()  # nothing launched, no run directory
         usage = pytester.runpytest("--llm-profile", "sim-base,sim-spec", "--llm-server-url", server.url)
         assert usage.ret == pytest.ExitCode.USAGE_ERROR
         usage.stderr.fnmatch_lines(["*--llm-server-url attaches one server to one profile; 2 are selected*"])
@@ -204,7 +208,7 @@ def test_ini_keys_select_profiles_and_levels(pytester, no_leftovers):
     pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_profiles = sim-spec\n"
                      "llmperf_concurrency = 2\nllmperf_client_workers = 2\n")
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-    result = pytester.runpytest_subprocess("-v")  # worker processes: keep them out of this process
+    result = pytester.runpytest_subprocess("-v", "--perf-update")  # worker processes: keep them out of this process
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_output_throughput?sim-spec-C2? PASSED*"])
 

@@ -1,0 +1,115 @@
+"""The statistical verdict of one point against its golden (``reference/statistics.md`` §0, §5).
+
+On log tok/s, with the golden's raw runs (n0 ≥ 10 recommended) and the candidate's (3, more
+on demand)::
+
+    r      = mean(new) / mean(golden)
+    p_drop = one-sided pooled t-test, new < golden
+    p_gain = one-sided pooled t-test, new > golden
+    lcb    = 99 % lower confidence bound on the ratio
+
+    FAIL       r ≤ 1 − fail_margin and p_drop < α
+    UNCERTAIN  lcb ≤ 1 − fail_margin: a drop beyond the margin can't be ruled out yet → more runs
+               (3 → 6 → 10); at the last stage FAIL if r ≤ 1 − fail_margin, else WARN (inconclusive)
+    WARN       r ≤ 1 − warn_margin and p_drop < α           (passes, reported)
+    IMPROVED   r ≥ 1 + improve_margin and p_gain < α        (passes, suggests --perf-update)
+    PASS       otherwise
+
+The practical margin is what keeps ordinary launch-to-launch drift from failing night after
+night; the test keeps noise from failing a point that only looks slower.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+ALPHA = 0.01
+IMPROVE_MARGIN = 0.10
+#: Candidate runs per stage: a point that is UNCERTAIN gets more runs on the same server.
+STAGES = (3, 6, 10)
+
+PASSING = frozenset({"PASS", "WARN", "IMPROVED", "RECORDED"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    name: str
+    ratio: float
+    p_drop: float
+    p_gain: float
+    lower_bound: float
+    n_new: int
+    n_golden: int
+    inconclusive: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.name in PASSING
+
+    @property
+    def change(self) -> float:
+        return self.ratio - 1.0
+
+
+def decide(new: Sequence[float], golden: Sequence[float], *, fail_margin: float, warn_margin: float,
+           improve_margin: float = IMPROVE_MARGIN, alpha: float = ALPHA, last_stage: bool = False) -> Verdict:
+    """The verdict for candidate runs ``new`` against golden runs ``golden`` (both tok/s > 0)."""
+    ln, lg = np.log(np.asarray(new, dtype=float)), np.log(np.asarray(golden, dtype=float))
+    ratio = float(np.mean(new) / np.mean(golden))
+    p_drop, p_gain, lcb = _one_sided(ln, lg, alpha)
+    floor = 1.0 - fail_margin
+
+    def verdict(name: str, inconclusive: bool = False) -> Verdict:
+        return Verdict(name, ratio, p_drop, p_gain, lcb, len(new), len(golden), inconclusive)
+
+    if ratio <= floor and p_drop < alpha:
+        return verdict("FAIL")
+    if lcb <= floor:
+        if not last_stage:
+            return verdict("UNCERTAIN")
+        return verdict("FAIL") if ratio <= floor else verdict("WARN", inconclusive=True)
+    if ratio <= 1.0 - warn_margin and p_drop < alpha:
+        return verdict("WARN")
+    if ratio >= 1.0 + improve_margin and p_gain < alpha:
+        return verdict("IMPROVED")
+    return verdict("PASS")
+
+
+def _one_sided(ln: np.ndarray, lg: np.ndarray, alpha: float) -> tuple[float, float, float]:
+    """p(new < golden), p(new > golden) and the (1 − α) lower bound on the ratio of means,
+    from a pooled-variance t-test on logs. Identical runs on both sides (zero variance) are
+    decided by the means alone."""
+    n1, n2 = len(ln), len(lg)
+    diff = float(ln.mean() - lg.mean())
+    dof = n1 + n2 - 2
+    pooled = ((n1 - 1) * ln.var(ddof=1) + (n2 - 1) * lg.var(ddof=1)) / dof if dof > 0 else 0.0
+    if n1 < 2 or n2 < 2 or not pooled > 0:
+        if diff < 0:
+            return 0.0, 1.0, math.exp(diff)
+        if diff > 0:
+            return 1.0, 0.0, math.exp(diff)
+        return 1.0, 1.0, 1.0
+    down = stats.ttest_ind(ln, lg, equal_var=True, alternative="less")
+    up = stats.ttest_ind(ln, lg, equal_var=True, alternative="greater")
+    low = up.confidence_interval(confidence_level=1.0 - alpha).low
+    return float(down.pvalue), float(up.pvalue), float(math.exp(low))
+
+
+def describe(profile: str, concurrency: int, metric_mean: float, golden_mean: float, v: Verdict,
+             fail_margin: float) -> str:
+    """``eagle3 C=70: 241.3 tok/s vs golden 352.0 (−31.4 %, p=0.0004, n=3 vs 10) — FAIL, margin 15 %``"""
+    p = v.p_drop if v.ratio < 1 else v.p_gain
+    extra = " (inconclusive after the last stage of runs)" if v.inconclusive else ""
+    return (f"{profile} C={concurrency}: {metric_mean:,.1f} tok/s vs golden {golden_mean:,.1f} "
+            f"({signed_percent(v.change)} %, p={p:.2g}, n={v.n_new} vs {v.n_golden}) — {v.name}{extra}, "
+            f"margin {fail_margin * 100:g} %")
+
+
+def signed_percent(change: float) -> str:
+    """-0.314 → '−31.4' (a typographic minus, as in the reports)."""
+    return f"{change * 100:+.1f}".replace("-", "\u2212")

@@ -1,0 +1,55 @@
+"""The verdict rule on hand-made samples (statistics.md §0)."""
+
+import math
+
+import pytest
+
+from pytest_llmperf.verdict import decide, describe, signed_percent
+
+GOLD = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]  # CV ~0.6 %
+M = {"fail_margin": 0.15, "warn_margin": 0.05}
+
+
+@pytest.mark.parametrize(
+    ("new", "expected"),
+    [
+        ([100.3, 99.6, 100.1], "PASS"),
+        ([97.0, 97.3, 96.8], "PASS"),  # 3 % slower: significant, but inside the warn margin
+        ([93.0, 93.4, 92.7], "WARN"),  # 7 % slower: significant and beyond 5 %
+        ([70.0, 70.5, 69.6], "FAIL"),  # the 30 % collapse
+        ([125.0, 124.0, 126.0], "IMPROVED"),
+        ([108.0, 108.5, 107.6], "PASS"),  # faster, but below the 10 % improvement margin
+    ],
+)
+def test_verdicts(new, expected):
+    assert decide(new, GOLD, **M).name == expected
+
+
+def test_a_noisy_point_that_may_have_dropped_beyond_the_margin_is_uncertain_then_decided():
+    new = [80.0, 100.0, 90.0]  # mean -10 %, but the spread can't rule out -15 %
+    assert decide(new, GOLD, **M).name == "UNCERTAIN"
+    last = decide(new, GOLD, **M, last_stage=True)
+    assert last.name == "WARN" and last.inconclusive
+    assert decide([82.0, 88.0, 80.0], GOLD, **M, last_stage=True).name == "FAIL"  # r <= 0.85 at the last stage
+
+
+def test_ratio_and_p_values():
+    v = decide([70.0, 70.5, 69.6], GOLD, **M)
+    assert v.ratio == pytest.approx(70.033 / 100.0, rel=1e-3)
+    assert v.p_drop < 1e-6 and v.p_gain > 0.99
+    assert v.lower_bound < v.ratio < 1
+    assert (v.n_new, v.n_golden) == (3, 10)
+
+
+def test_identical_runs_have_no_variance_and_are_decided_by_the_means():
+    assert decide([100.0] * 3, [100.0] * 10, **M).name == "PASS"
+    assert decide([70.0] * 3, [100.0] * 10, **M).name == "FAIL"
+
+
+def test_message_says_what_by_how_much_and_the_margin():
+    v = decide([241.0, 242.0, 241.0], [352.0, 351.0, 353.0, 352.5, 351.5, 352.0, 352.2, 351.8, 352.1, 351.9], **M)
+    text = describe("eagle3", 70, 241.3, 352.0, v, 0.15)
+    assert text.startswith("eagle3 C=70: 241.3 tok/s vs golden 352.0 (\u221231.4 %, p=")
+    assert text.endswith(", n=3 vs 10) \u2014 FAIL, margin 15 %")
+    assert signed_percent(0.052) == "+5.2" and signed_percent(-0.314) == "\u221231.4"
+    assert not math.isnan(v.p_drop)
