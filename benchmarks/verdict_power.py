@@ -128,7 +128,7 @@ def end_to_end(k: int) -> None:
         pytest_run(project, "--perf-update", "--perf-update-runs", "5", "--perf-pool")
         print(f"\n# End to end on the simulated engine: goldens recorded (2 launches x 5 runs) in "
               f"{time.monotonic() - started:.0f} s")
-        print("\n| run | verdicts (12 points: 2 profiles x C = 1, 10, 30) | worst ratio | runs used |")
+        print("\n| run | verdicts (6 points: 2 profiles x C = 1, 10, 30) | worst ratio | runs used |")
         print("|---|---|---:|---:|")
         false_fails = 0
         for i in range(1, k + 1):
@@ -139,7 +139,7 @@ def end_to_end(k: int) -> None:
             worst = min(p["ratio"] for p in data["points"] if p["ratio"] is not None)
             used = sum(len(p["values"]) for p in data["points"])
             print(f"| {i} | {counts} | {worst:.3f} | {used} |", flush=True)
-        print(f"\nFalse FAILs over {k} unchanged runs ({12 * k} points): {false_fails}")
+        print(f"\nFalse FAILs over {k} unchanged runs ({6 * k} points): {false_fails}")
         (project / "profiles.toml").write_text(profiles("0.7"))
         data = pytest_run(project)
         verdicts = {f"{p['profile']} C={p['concurrency']}": (p["verdict"], round(p["ratio"], 3)) for p in data["points"]}

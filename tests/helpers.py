@@ -30,12 +30,14 @@ class Subprocess:
                                      start_new_session=True)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"{args} exited with {self.proc.returncode}"
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{args} exited with {self.proc.returncode}")
             try:
                 if httpx.get(self.url + ready_path, timeout=5).status_code == 200:
                     return
             except httpx.HTTPError:
                 time.sleep(0.05)
+        self.stop()  # never leave a server behind, ready or not
         raise AssertionError(f"{args} not ready in 20 s")
 
     def stop(self) -> None:

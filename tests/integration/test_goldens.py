@@ -173,3 +173,16 @@ def test_two_concurrent_updaters_leave_both_goldens_intact(pytester, project):
         assert sorted(data["points"]) == ["test_perf.py::test_output_throughput[C=1]",
                                           "test_perf.py::test_output_throughput[C=4]"]
     assert golden(pytester, "sim-spec")[1]["fingerprint"]["hard"]["server_args"]["speculative_algorithm"] == "EAGLE3"
+
+
+def test_goldens_nobody_used_are_reported_only_when_the_whole_suite_ran(pytester, project):
+    pytester.runpytest("--perf-update", "--perf-update-runs", "3").assert_outcomes(passed=2)
+    result = pytester.runpytest("--llm-concurrency", "1")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "1 golden point(s) were not used by any test in this run:",
+        "  *sim.json: test_perf.py::test_output_throughput?C=4?",
+    ])
+    result = pytester.runpytest("-k", "C1")  # a selection: nothing to conclude about the rest
+    result.assert_outcomes(passed=1)
+    assert "not used by any test" not in result.stdout.str()
