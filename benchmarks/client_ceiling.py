@@ -66,12 +66,13 @@ def run_ours(args: argparse.Namespace) -> None:
 
 # ----- AIPerf ---------------------------------------------------------------------------------
 
-def run_aiperf(aiperf: str, tokenizer: str, url: str, c: int, n: int, tokens: int, core: int | None) -> dict:
+def run_aiperf(aiperf: str, tokenizer: str, url: str, c: int, n: int, tokens: int, core: int | None,
+               model: str = "bench", prompt_tokens: int = 16) -> dict:
     out = Path(tempfile.mkdtemp(prefix="aiperf-"))
-    cmd = [aiperf, "profile", "--model", "bench", "--tokenizer", tokenizer, "--url", url,
+    cmd = [aiperf, "profile", "--model", model, "--tokenizer", tokenizer, "--url", url,
            "--endpoint-type", "completions", "--streaming", "--concurrency", str(c), "--request-count", str(n),
            "--warmup-request-count", str(c), "--output-tokens-mean", str(tokens), "--output-tokens-stddev", "0",
-           "--prompt-input-tokens-mean", "16", "--prompt-input-tokens-stddev", "0",
+           "--prompt-input-tokens-mean", str(prompt_tokens), "--prompt-input-tokens-stddev", "0",
            "--extra-inputs", "ignore_eos:true", "--use-server-token-count", "--ui", "none",
            "--output-artifact-dir", str(out)]
     if core is not None:

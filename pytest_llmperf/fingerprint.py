@@ -54,14 +54,15 @@ class Fingerprint:
 def take(profile: Profile, server_info: dict[str, Any]) -> Fingerprint:
     """The server's fingerprint (each point adds its workload definition as a hard key)."""
     sglang_info = server_info.get("/server_info") or server_info.get("/get_server_info") or {}
+    props = server_info.get("/props") or {}
     hard = {
         "hardware": hardware(profile),
         "engine": profile.engine,
         "model": profile.model,
-        "server_args": normalized_server_args(sglang_info),
+        "server_args": normalized_server_args(sglang_info) if sglang_info else llama_server_args(props, profile),
     }
     soft: dict[str, Any] = {
-        "server_version": sglang_info.get("version"),
+        "server_version": sglang_info.get("version") or props.get("build_info"),
         "pytest_llmperf": __version__,
         "python": platform.python_version(),
         "packages": installed_versions(),
@@ -72,6 +73,14 @@ def take(profile: Profile, server_info: dict[str, Any]) -> Fingerprint:
 
 def normalized_server_args(info: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in sorted(info.items()) if k not in VOLATILE_SERVER_KEYS}
+
+
+def llama_server_args(props: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    """llama.cpp's ``/props``: slots and context; other servers: the profile's own command line."""
+    if props:
+        settings = props.get("default_generation_settings") or {}
+        return {"total_slots": props.get("total_slots"), "n_ctx": settings.get("n_ctx")}
+    return {"command": list(profile.command or ()), "args": list(profile.args)}
 
 
 def hardware(profile: Profile) -> dict[str, Any]:

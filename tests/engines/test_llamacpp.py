@@ -1,0 +1,153 @@
+"""A real engine nobody here wrote: llama.cpp's llama-server with SmolLM2-135M on the CPU.
+
+Needs ``bash scripts/install-llama-server.sh`` (``.ci/run`` does it and sets
+LLMPERF_REQUIRE_LLAMA=1, so in CI a missing engine fails instead of skipping).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pytest_llmperf import fingerprint
+from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.server import ServerStartError, build_command, free_port
+from tests.helpers import THROUGHPUT_SUITE, processes_with
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILES = REPO / "perf_suites" / "profiles.toml"
+
+
+@pytest.fixture(scope="module")
+def llama_profile():
+    profile = load_profiles(PROFILES).profiles["llamacpp-smollm2"]
+    try:
+        build_command(profile, "127.0.0.1", 1, REPO)
+    except ServerStartError as exc:
+        if os.environ.get("LLMPERF_REQUIRE_LLAMA"):
+            pytest.fail(str(exc))
+        pytest.skip(f"llama-server is not installed here: {exc}")
+    return profile
+
+
+@pytest.fixture
+def project(pytester, llama_profile):
+    """A pytester project using the repository's profiles, suite and baselines, as a user would."""
+    pytester.makeini(f"[pytest]\nllmperf_profiles_file = {PROFILES}\nllmperf_baseline_dir = {REPO / 'baselines'}\n")
+    shutil.copy(REPO / "perf_suites" / "test_throughput.py", pytester.path / "test_throughput.py")
+    return pytester
+
+
+def test_real_engine_counts_and_validity(project):
+    result = project.runpytest_subprocess("--llm-profile", "llamacpp-smollm2", "--llm-concurrency", "1,4",
+                                          "-k", "output_throughput", "--perf-update", "--perf-update-runs", "2",
+                                          "--perf-baseline-dir", str(project.path / "scratch"), "--perf-json", "out.json")
+    result.assert_outcomes(passed=2)
+    data = json.loads((project.path / "out.json").read_text())
+    assert data["profiles"]["llamacpp-smollm2"]["server_info"]["/v1/models"]["data"][0]["id"] == "smollm2"
+    hard = data["fingerprint"]["hard"]["llamacpp-smollm2"]
+    assert hard["server_args"]["total_slots"] == 4  # from llama-server's /props: -np 4
+    assert hard["hardware"]["key"] == fingerprint.hardware(load_profiles(PROFILES).profiles["llamacpp-smollm2"])["key"]
+    for point in data["points"]:
+        assert point["problems"] == [] and point["verdict"] == "RECORDED"
+        for run in point["runs"]:
+            assert run["failed_requests"] == 0
+            assert run["output_tokens"] == run["requests"] * 64  # every request: exactly output_len tokens
+            assert run["ttft_s"]["p50"] > 0 and run["itl_s"]["p50"] > 0
+            assert run["in_flight_while_sending"] > 0.9 * point["concurrency"]
+    assert processes_with("SmolLM2-135M") == []
+
+
+def test_verdict_against_the_committed_ci_golden(project, llama_profile):
+    key = fingerprint.hardware(llama_profile)["key"]
+    golden = REPO / "baselines" / "llamacpp-smollm2" / f"{key}.json"
+    if not golden.exists():
+        pytest.skip(f"no golden recorded for this CPU ({key}); record one with "
+                    "pytest perf_suites --llm-profile llamacpp-smollm2 --perf-update")
+    result = project.runpytest_subprocess("--llm-profile", "llamacpp-smollm2", "-k", "output_throughput")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["llmperf verdicts: *"])
+    assert "FAIL" not in result.stdout.str()
+
+
+class Throttle:
+    """Slow an unmodified server from outside: SIGSTOP for ``share`` of every period."""
+
+    def __init__(self, pid: int, share: float, period_s: float = 0.05) -> None:
+        self.pid, self.share, self.period = pid, share, period_s
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            os.kill(self.pid, signal.SIGSTOP)
+            time.sleep(self.share * self.period)
+            os.kill(self.pid, signal.SIGCONT)
+            time.sleep((1 - self.share) * self.period)
+
+    def __enter__(self) -> "Throttle":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join()
+        os.kill(self.pid, signal.SIGCONT)
+
+
+def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent_slower_fails(
+        pytester, llama_profile):
+    """Goldens recorded against a llama-server at one speed, then the same server, unmodified,
+    slowed from outside by 3 % and 30 %."""
+    port = free_port("127.0.0.1")
+    command = build_command(llama_profile, "127.0.0.1", port, pytester.path)
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(url + "/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        pytester.makefile(".toml", profiles="""
+            [profiles.llama]
+            engine = "command"
+            command = ["unused: attached"]
+            api = "openai"
+            concurrency = [1, 2]
+            runs = 3
+            output_len = 32
+            min_requests = 6
+        """)
+        pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+        pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
+        args = ("--llm-profile", "llama", "--llm-server-url", url)
+        pytester.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "5").assert_outcomes(passed=2)
+        pytester.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "5", "--perf-pool").assert_outcomes(passed=2)
+
+        same = pytester.runpytest_subprocess(*args)
+        same.assert_outcomes(passed=2)
+        with Throttle(server.pid, 0.03):
+            slower3 = pytester.runpytest_subprocess(*args)
+        slower3.assert_outcomes(passed=2)
+        with Throttle(server.pid, 0.30):
+            slower30 = pytester.runpytest_subprocess(*args)
+        slower30.assert_outcomes(failed=2)
+        slower30.stdout.fnmatch_lines(["llama C=1: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 15 %",
+                                       "llama C=2: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 15 %"])
+        for label, run in (("same speed", same), ("3 % slower", slower3), ("30 % slower", slower30)):
+            print(label, *[line for line in run.outlines if line.startswith("llama ") and "output_throughput" in line],
+                  sep="\n  ")  # shown with -s: the figures behind the verdicts
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
