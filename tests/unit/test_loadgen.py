@@ -8,7 +8,7 @@ from pytest_llmperf import metrics
 from pytest_llmperf.loadgen import LevelPlan, Workload, flush_cache, measure_level
 from pytest_llmperf.workers import measure, split
 
-from tests.helpers import start_paced, start_sim
+from tests.helpers import start_sim
 
 
 @pytest.mark.parametrize("api", ["sglang", "openai"])

@@ -52,7 +52,7 @@ def test_launch_ready_info_and_stop(tmp_path):
 
 
 def test_exit_while_loading_fails_fast_with_the_log_tail(tmp_path):
-    p = profile(tmp_path, f"""
+    p = profile(tmp_path, """
         [profiles.p]
         engine = "sim"
         args = ["--sim-load-time", "0.4", "--sim-crash-while-loading"]
