@@ -488,8 +488,6 @@ async def serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
     server = SimServer(args, unmodeled)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     scheduler = asyncio.create_task(server.engine.run())
     await server.load()
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
@@ -508,6 +506,10 @@ async def serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
             await req.wake.wait()
             req.wake.clear()
     server.up = True
+    # Like SGLang, SIGTERM before this point takes the default action (the process dies at once);
+    # from here on it shuts down cleanly.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     log.info(READY_LINE)
     await stop.wait()
     log.info("SIGTERM received. Shutting down the simulated server.")
