@@ -17,10 +17,7 @@ import signal
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from client_ceiling import run_aiperf  # noqa: E402
@@ -29,7 +26,7 @@ from pytest_llmperf import metrics  # noqa: E402
 from pytest_llmperf.loadgen import LevelPlan, Workload, measure_level  # noqa: E402
 from pytest_llmperf.profiles import load_profiles  # noqa: E402
 from pytest_llmperf.prompts import default_prompts  # noqa: E402
-from pytest_llmperf.server import build_command, free_port  # noqa: E402
+from pytest_llmperf.server import build_command, free_port, wait_for_health  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT_LEN = 64
@@ -48,12 +45,7 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     prompt_tokens = round(statistics.fmean(len(p.split()) for p in default_prompts().prompts) * 1.3)
     try:
-        for _ in range(200):
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_for_health(url)
         print(f"# llama-server SmolLM2-135M Q4_1, -np 4 -t 2, {OUTPUT_LEN} tokens/request, {args.rounds} rounds, "
               f"{os.cpu_count()} cores shared by server and client")
         print("\n| C | plugin tok/s | AIPerf tok/s | Δ | plugin TTFT p50 | AIPerf TTFT p50 | plugin in flight |")

@@ -215,6 +215,19 @@ def wait_ready(handle: ServerHandle, timeout_s: float | None = None, poll_s: flo
             time.sleep(poll_s)
 
 
+def wait_for_health(url: str, path: str = "/health", timeout_s: float = 20.0) -> None:
+    """Poll ``url + path`` until it answers 200 (for servers started outside the launcher)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + path, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise ServerStartError(f"{url}{path} did not answer 200 within {timeout_s:g} s")
+
+
 def fetch_info(handle: ServerHandle) -> dict[str, Any]:
     """What the server says about itself: SGLang's /server_info, llama.cpp's /props, /v1/models."""
     info: dict[str, Any] = {}

@@ -15,12 +15,11 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from pytest_llmperf import fingerprint
 from pytest_llmperf.profiles import load_profiles
-from pytest_llmperf.server import ServerStartError, build_command, free_port
+from pytest_llmperf.server import ServerStartError, build_command, free_port, wait_for_health
 from tests.helpers import THROUGHPUT_SUITE, processes_with
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,12 +112,7 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(200):
-            try:
-                if httpx.get(url + "/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_for_health(url)
         pytester.makefile(".toml", profiles="""
             [profiles.llama]
             engine = "command"
