@@ -15,3 +15,9 @@ def test_single_stream(llmperf, llm_profile):
     """The seeds' script: one stream after a warm-up, several runs, tokens ÷ seconds per request."""
     point = llmperf.measure(concurrency=1, runs=max(3, llm_profile.runs), metric="request_tok_s")
     llmperf.check(point)
+
+
+def test_speculative_speedup(llmperf_speedup):
+    """Speculative ÷ base output tok/s at each level, both measured in this run, against the
+    golden speedup: a lost speculative benefit fails even when both absolute figures drift together."""
+    llmperf_speedup.check(of="test_output_throughput")

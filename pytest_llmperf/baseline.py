@@ -139,7 +139,8 @@ def apply(existing: dict[str, Any] | None, pending: PendingFile, now: str) -> tu
             "anchor": entry["anchor"] if entry else {"mean": summary["mean"], "recorded": now},
         }
         verb = "pooled into" if entry is not None and point.pool else ("replaced" if entry else "recorded")
-        notes.append(f"{pending.path}: {verb} {point.key}: {summary['mean']:,.1f} ({point.metric}, n={summary['n']})")
+        mean = f"{summary['mean']:.3f}\u00d7" if point.metric == "speedup" else f"{summary['mean']:,.1f}"
+        notes.append(f"{pending.path}: {verb} {point.key}: {mean} ({point.metric}, n={summary['n']})")
     return data, notes
 
 

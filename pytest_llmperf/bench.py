@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_llmperf import baseline, fingerprint
-from pytest_llmperf.baseline import GoldenError, PendingPoint, PendingRun
+from pytest_llmperf import gate
+from pytest_llmperf.baseline import PendingRun
 from pytest_llmperf.errors import ServerDiedError
 from pytest_llmperf.loadgen import LevelPlan, Workload, flush_cache
 from pytest_llmperf.metrics import summarize_run
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.server import ServerHandle
 from pytest_llmperf.session import LLMPerfSession, PointResult
-from pytest_llmperf.verdict import STAGES, decide, describe, signed_percent
+from pytest_llmperf.verdict import STAGES, decide
 from pytest_llmperf.workers import measure
 
 MARKER_FIELDS = ("fail_margin", "warn_margin")
@@ -36,10 +36,11 @@ class LLMPerf:
     session: LLMPerfSession
     nodeid: str
     marker: dict[str, float] = field(default_factory=dict)  # from @pytest.mark.llmperf
+    measured: list[PointResult] = field(default_factory=list)  # this test's points, for JUnit properties
 
     def workload(self, output_len: int | None = None) -> Workload:
         return Workload(api=self.profile.api, output_len=output_len or self.profile.output_len,
-                        model=served_model(self.server))
+                        model=served_model(self.server), extra_body=self.profile.extra_body)
 
     def measure(self, concurrency: int, *, runs: int | None = None, output_len: int | None = None,
                 metric: str = "output_tok_s") -> PointResult:
@@ -59,6 +60,7 @@ class LLMPerf:
             launch_id=self.server.launch_id, output_len=workload.output_len, api=workload.api,
             workload={**workload.describe(), "requests_per_run": n_requests},
         )
+        self.measured.append(point)
         point.runs = self._runs(workload, LevelPlan(concurrency, n_requests, runs, profile.warmup))
         self.session.record(point)
         return point
@@ -86,38 +88,21 @@ class LLMPerf:
         """
         __tracebackhide__ = True
         if point.problems:
-            point.message = f"{point.profile} C={point.concurrency}: INVALID"
+            point.message = f"{point.label}: INVALID"
             pytest.fail(
-                f"{point.profile} C={point.concurrency}: INVALID, {point.metric} {point.summary.mean:,.1f} is not a "
+                f"{point.label}: INVALID, {point.metric} {point.summary.mean:,.1f} is not a "
                 "measurement of the server:\n  " + "\n  ".join(point.problems),
                 pytrace=False,
             )
+        if self.profile.rebaseline_of:
+            return  # A/B/A: measured for the base's drift; the first measurement is the one gated
         fail_margin = fail_margin if fail_margin is not None else self.margins["fail_margin"]
         warn_margin = warn_margin if warn_margin is not None else self.margins["warn_margin"]
         if self.session.settings.update:
-            return self._record(point, warn_margin)
-        try:
-            golden = self.session.golden(point.profile)
-        except GoldenError as exc:
-            point.outcome = "INVALID"
-            pytest.fail(str(exc), pytrace=False)
-        path = self.session.golden_file(point.profile)
-        key = baseline.point_key(point.test, point.concurrency)
-        entry = (golden or {}).get("points", {}).get(key)
-        if entry is None:
-            point.outcome = "MISSING"
-            point.message = f"{point.profile} C={point.concurrency}: no golden baseline in {path}"
-            pytest.fail(f"{point.message} for {key}.\n  Record it: {self._update_command()}", pytrace=False)
-        changes = fingerprint.diff(golden["fingerprint"]["hard"], self.session.fingerprints[point.profile].hard)
-        changes += [f"workload.{line}" for line in fingerprint.diff(entry.get("workload", {}), point.workload)]
-        if changes:
-            point.outcome = "INCOMPARABLE"
-            point.message = f"{point.profile} C={point.concurrency}: INCOMPARABLE with {path}"
-            pytest.fail(
-                f"{point.message}: it was recorded under a different configuration:\n    " + "\n    ".join(changes)
-                + f"\n  If the change is intended, re-record (and review the diff): {self._update_command()}",
-                pytrace=False,
-            )
+            runs = [PendingRun(value, point.launch_id, r.requests, r.output_tokens, r.accept_length)
+                    for value, r in zip(point.values, point.runs)]
+            return gate.record(self.session, point, runs, warn_margin)
+        path, entry = gate.lookup(self.session, point, self._update_command())
         gold = [r["value"] for r in entry["runs"]]
         verdict = decide(point.values, gold, fail_margin=fail_margin, warn_margin=warn_margin,
                          last_stage=len(point.values) >= STAGES[-1])
@@ -130,43 +115,7 @@ class LLMPerf:
                 return self.check(point, fail_margin=fail_margin, warn_margin=warn_margin)
             verdict = decide(point.values, gold, fail_margin=fail_margin, warn_margin=warn_margin,
                              last_stage=len(point.values) >= STAGES[-1])
-        gold_mean = entry["summary"]["mean"]
-        point.outcome = verdict.name
-        point.golden = {"mean": gold_mean, "n": len(gold), "path": str(path)}
-        point.ratio = verdict.ratio
-        point.p_value = verdict.p_drop if verdict.ratio < 1 else verdict.p_gain
-        point.message = describe(point.profile, point.concurrency, point.summary.mean, gold_mean, verdict, fail_margin)
-        if not verdict.passed:
-            pytest.fail(point.message, pytrace=False)
-
-    def _record(self, point: PointResult, warn_margin: float) -> None:
-        __tracebackhide__ = True
-        settings = self.session.settings
-        key = baseline.point_key(point.test, point.concurrency)
-        try:
-            old = ((self.session.golden(point.profile) or {}).get("points") or {}).get(key)
-        except GoldenError as exc:
-            point.outcome = "INVALID"
-            pytest.fail(str(exc), pytrace=False)
-        if old is not None and not settings.pool:
-            ratio = point.summary.mean / old["summary"]["mean"]
-            if ratio < 1 - warn_margin and not settings.accept_worse:
-                point.outcome, point.ratio = "FAIL", ratio
-                point.golden = {"mean": old["summary"]["mean"], "n": old["summary"]["n"]}
-                point.message = (f"{point.profile} C={point.concurrency}: refusing to replace the golden "
-                                 f"{old['summary']['mean']:,.1f} with {point.summary.mean:,.1f} "
-                                 f"({signed_percent(ratio - 1)} %, worse than the {warn_margin * 100:g} % warn margin)")
-                pytest.fail(f"{point.message}.\n  If this is expected, say why: re-run with "
-                            "--perf-accept-worse='<reason, e.g. driver 590 regression, tracked in #123>'; "
-                            "the reason is stored in the golden's history.", pytrace=False)
-        why = settings.accept_worse or ("--perf-update --perf-pool" if settings.pool else "--perf-update")
-        runs = [PendingRun(r.output_tok_s if point.metric == "output_tok_s" else r.request_tok_s["mean"],
-                           point.launch_id, r.requests, r.output_tokens, r.accept_length) for r in point.runs]
-        path = self.session.queue_golden(PendingPoint(key, point.test, point.concurrency, point.metric, runs, why,
-                                                      settings.pool, point.workload), point.profile)
-        point.outcome = "RECORDED"
-        point.golden = {"path": str(path)}
-        point.message = f"{point.profile} C={point.concurrency}: recorded {point.summary.mean:,.1f} into {path}"
+        gate.conclude(point, verdict, entry, path, fail_margin)
 
     @property
     def margins(self) -> dict[str, float]:
@@ -175,6 +124,22 @@ class LLMPerf:
     def _update_command(self) -> str:
         path = self.nodeid.split("::")[0]
         return f"pytest {shlex.quote(path)} --llm-profile {self.profile.name} --perf-update"
+
+
+def junit_properties(point: PointResult) -> list[tuple[str, object]]:
+    """What a JUnit XML consumer needs per point: measured, golden, ratio, verdict."""
+    measured = point.summary.mean if point.values else None
+    golden = (point.golden or {}).get("mean")
+    props: list[tuple[str, object]] = [
+        ("llmperf_point", point.label), ("llmperf_metric", point.metric),
+        ("llmperf_measured", f"{measured:.6g}" if measured is not None else ""),
+        ("llmperf_golden", f"{golden:.6g}" if golden is not None else ""),
+        ("llmperf_ratio", f"{point.ratio:.6g}" if point.ratio is not None else ""),
+        ("llmperf_verdict", point.verdict or "measured"),
+    ]
+    if point.p_value is not None:
+        props.append(("llmperf_p_value", f"{point.p_value:.3g}"))
+    return props
 
 
 def marker_margins(node: pytest.Item) -> dict[str, float]:

@@ -25,7 +25,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Mapping, TypeVar
 
 import httpx
 
@@ -90,6 +90,8 @@ class Workload:
     output_len: int
     prompts: PromptSet = field(default_factory=default_prompts)
     model: str = "default"
+    #: Top-level JSON fields merged into every body, e.g. llama.cpp's ``cache_prompt``.
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def path(self) -> str:
@@ -107,12 +109,14 @@ class Workload:
                 body = {"model": self.model, "prompt": prompt, "max_tokens": length, "temperature": 0.0,
                         "ignore_eos": True, "stream": True,
                         "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+            body.update(self.extra_body)
             out.append(json.dumps(body, separators=(",", ":")).encode())
         return out
 
     def describe(self) -> dict[str, Any]:
         return {"api": self.api, "path": self.path, "output_len": self.output_len, "prompt_set": self.prompts.name,
-                "prompt_set_sha256": self.prompts.sha256, "temperature": 0.0, "ignore_eos": True}
+                "prompt_set_sha256": self.prompts.sha256, "temperature": 0.0, "ignore_eos": True,
+                **({"extra_body": dict(self.extra_body)} if self.extra_body else {})}
 
 
 # ----- stream parsing ----------------------------------------------------------------------

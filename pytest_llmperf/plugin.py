@@ -56,6 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if settings.concurrency is not None:
         selected = [_with_concurrency(p, settings.concurrency) for p in selected]
+    if settings.rebaseline:
+        selected = _with_rebaselines(selected)
     run_dir = settings.run_dir_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     config.stash[SESSION_KEY] = LLMPerfSession(settings, profiles, selected, run_dir)
     _register_marker(config)
@@ -73,6 +75,20 @@ def _with_concurrency(profile: Profile, levels: tuple[int, ...]) -> Profile:
     return replace(profile, concurrency=levels)
 
 
+def _with_rebaselines(selected: list[Profile]) -> list[Profile]:
+    """A/B/A: after each speculative profile whose base is selected, a second copy of the base."""
+    from dataclasses import replace
+
+    by_name = {p.name: p for p in selected}
+    out: list[Profile] = []
+    for profile in selected:
+        out.append(profile)
+        base = by_name.get(profile.base_profile or "")
+        if profile.speculative and base is not None:
+            out.append(replace(base, name=f"{base.name}@after", rebaseline_of=base.name))
+    return out
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     session = config.stash.get(SESSION_KEY, None)
     if session is None or not session.selected:
@@ -82,6 +98,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "llmperf_speedup" in metafunc.fixturenames:
+        return _parametrize_speedups(metafunc)
     if "llm_profile" not in metafunc.fixturenames:
         return
     session = metafunc.config.stash[SESSION_KEY]
@@ -101,6 +119,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("llm_profile", names, indirect=True, scope="session", ids=names)
 
 
+def _parametrize_speedups(metafunc: pytest.Metafunc) -> None:
+    """One test per (speculative profile, level both it and its base measure)."""
+    session = metafunc.config.stash[SESSION_KEY]
+    by_name = {p.name: p for p in session.selected}
+    params = []
+    for spec in session.selected:
+        base = by_name.get(spec.base_profile or "")
+        if spec.speculative and base is not None:
+            params += [pytest.param((spec.name, base.name, c), id=f"{spec.name}-vs-{base.name}-C{c}")
+                       for c in spec.concurrency if c in base.concurrency]
+    if not params:
+        pairs = ", ".join(f"{p.base_profile},{p.name}" for p in (session.profiles.profiles.values() if session.profiles
+                                                                   else ()) if p.speculative and p.base_profile)
+        reason = ("no speculative profile was selected together with its base profile"
+                  + (f"; select a pair, e.g. --llm-profile={pairs.split(', ')[0]}" if pairs else ""))
+        params = [pytest.param(None, id="no-pair", marks=pytest.mark.skip(reason=reason))]
+    metafunc.parametrize("llmperf_speedup", params, indirect=True)
+
+
 def pytest_deselected(items: list[pytest.Item]) -> None:
     if items:
         session = items[0].config.stash.get(SESSION_KEY, None)
@@ -114,6 +151,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     order = {}
 
     def key(item: pytest.Item) -> int:
+        if "llmperf_speedup" in getattr(item, "fixturenames", ()):
+            return 1 << 30  # after every profile's measurements
         spec = getattr(item, "callspec", None)
         name = spec.params.get("llm_profile") if spec is not None else None
         return order.setdefault(name, len(order)) if name is not None else -1
@@ -163,8 +202,33 @@ def llmperf(llm_profile: Profile, llm_server, request: pytest.FixtureRequest):
 
     if llm_server.died:
         pytest.skip(f"{llm_profile.name}: the server {llm_server.died}; see {llm_server.log_path}")
-    return LLMPerf(llm_profile, llm_server, request.config.stash[SESSION_KEY], request.node.nodeid,
-                   marker_margins(request.node))
+    bench = LLMPerf(llm_profile, llm_server, request.config.stash[SESSION_KEY], request.node.nodeid,
+                    marker_margins(request.node))
+    yield bench
+    _add_junit_properties(request.node, bench.measured)
+
+
+def _add_junit_properties(node: pytest.Item, points) -> None:
+    """Measured, golden, ratio and verdict per point as JUnit XML properties (pytest --junitxml)."""
+    from pytest_llmperf.bench import junit_properties
+
+    for point in points:
+        node.user_properties.extend(junit_properties(point))
+
+
+@pytest.fixture
+def llmperf_speedup(request: pytest.FixtureRequest):
+    """Gate a speculative profile's speedup over its base, both measured in this run."""
+    from pytest_llmperf.bench import marker_margins
+    from pytest_llmperf.speedup_gate import SpeedupGate
+
+    session = request.config.stash[SESSION_KEY]
+    spec, base, concurrency = request.param
+    profiles = {p.name: p for p in session.selected}
+    gate = SpeedupGate(profiles[spec], profiles[base], concurrency, session, request.node.nodeid,
+                       marker_margins(request.node))
+    yield gate
+    _add_junit_properties(request.node, gate.measured)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -174,12 +238,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.write_sep("=", "llmperf: output throughput per concurrency")
     for line in report.table_lines(session.points):
         terminalreporter.write_line(line)
+    for line in report.speculative_lines(session):
+        terminalreporter.write_line(line)
     for line, color in report.verdict_lines(session, whole_suite=session.whole_suite and exitstatus != 2):
         terminalreporter.write_line(line, **({color: True} if color else {}))
     if session.servers and not session.settings.server_url:
         terminalreporter.write_line(f"server logs and command lines: {session.run_dir}")
     if session.settings.json_path:
         terminalreporter.write_line(f"results JSON: {session.settings.json_path}")
+    for note in session.report_notes:
+        terminalreporter.write_line(f"report: {note}")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -191,3 +259,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         state.golden_notes = baseline.flush(list(state.pending.values()))
     if state.settings.json_path and state.points:
         write_json_atomic(Path(state.settings.json_path), state.results_json())
+    if state.settings.report_dir and state.points:
+        from pytest_llmperf import report_dir
+
+        state.report_notes += report_dir.write(state, state.settings.report_dir)
+    if state.settings.benchmark_json and state.points:
+        from pytest_llmperf.benchmark_json import export
+
+        write_json_atomic(state.settings.benchmark_json, export(state))
+        state.report_notes.append(f"pytest-benchmark JSON: {state.settings.benchmark_json}")

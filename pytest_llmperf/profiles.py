@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import string
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "args": [],
     "extra_args": [],
     "env": {},
+    "extra_body": {},
     "command": None,
     "host": "127.0.0.1",
     "api": "sglang",
@@ -54,6 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "request_timeout_s": 600.0,
     "fail_margin": 0.15,
     "warn_margin": 0.05,
+    "base_profile": None,
 }
 PROFILE_FIELDS = ("extends", *DEFAULTS)
 
@@ -70,6 +72,8 @@ class Profile:
     model: str = "sim-model"
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    #: Extra JSON fields merged into every request body (engine-specific sampling or cache knobs).
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
     command: tuple[str, ...] | None = None
     host: str = "127.0.0.1"
     api: str = "sglang"
@@ -83,7 +87,12 @@ class Profile:
     request_timeout_s: float = 600.0
     fail_margin: float = 0.15
     warn_margin: float = 0.05
+    #: A speculative profile's non-speculative counterpart (explicit, or found along ``extends``).
+    base_profile: str | None = None
     extends: str | None = None
+    #: Set on the second copy of a base profile under --perf-rebaseline (A/B/A): its points are
+    #: measured for the drift between the two base measurements, not gated.
+    rebaseline_of: str | None = None
 
     def requests_per_run(self, concurrency: int) -> int:
         """N = max(floor, 4·C): enough waves that the ramp-down tail stays small."""
@@ -146,6 +155,7 @@ def load_profiles(path: str | Path) -> ProfileSet:
             raise ProfileError(f"{path}: profiles.{name} must be a table, got {type(table).__name__}.")
 
     profiles = {name: _resolve(path, tables, name, ()) for name in tables}
+    profiles = {name: _with_base(path, profiles, profile) for name, profile in profiles.items()}
 
     default = raw.get("default", [])
     if isinstance(default, str):
@@ -176,7 +186,7 @@ def _resolve(path: Path, tables: dict[str, dict], name: str, chain: tuple[str, .
 
     parent_name = table.get("extends")
     if parent_name is None:
-        merged = {**DEFAULTS, "args": [], "extra_args": [], "env": {}}
+        merged = {**DEFAULTS, "args": [], "extra_args": [], "env": {}, "extra_body": {}}
     else:
         if not isinstance(parent_name, str) or parent_name not in tables:
             raise ProfileError(
@@ -192,6 +202,10 @@ def _resolve(path: Path, tables: dict[str, dict], name: str, chain: tuple[str, .
         if key == "env":
             _check(where, key, value, _is_str_map, "a table of string values, e.g. { NCCL_PROTO = \"LL\" }")
             merged["env"] = {**merged["env"], **value}
+        elif key == "extra_body":
+            _check(where, key, value, lambda v: isinstance(v, dict),
+                   "a table of JSON fields added to every request, e.g. { cache_prompt = false }")
+            merged["extra_body"] = {**merged["extra_body"], **value}
         else:
             merged[key] = value
     merged["args"] = _str_list(where, "args", merged["args"]) + _str_list(
@@ -201,11 +215,35 @@ def _resolve(path: Path, tables: dict[str, dict], name: str, chain: tuple[str, .
     return _build(path, name, parent_name, merged)
 
 
+def _with_base(path: Path, profiles: Mapping[str, Profile], profile: Profile) -> Profile:
+    """Resolve ``base_profile``: explicit, else the nearest non-speculative ancestor."""
+    where = f"{path}: profile {profile.name!r}, field 'base_profile'"
+    base = profile.base_profile
+    if base is not None:
+        if not profile.speculative:
+            raise ProfileError(f"{where}: only a speculative profile (with --speculative-algorithm) has a base; "
+                               "remove the field.")
+        if not isinstance(base, str) or base not in profiles:
+            raise ProfileError(f"{where}: {base!r} is not a profile in this file. "
+                               f"Available profiles: {', '.join(sorted(profiles))}.")
+        if profiles[base].speculative:
+            raise ProfileError(f"{where}: {base!r} is speculative itself; name the profile without "
+                               "--speculative-algorithm that this one is compared with.")
+        return profile
+    if not profile.speculative:
+        return profile
+    parent = profiles.get(profile.extends) if profile.extends else None
+    while parent is not None and parent.speculative:
+        parent = profiles.get(parent.extends) if parent.extends else None
+    return replace(profile, base_profile=parent.name) if parent is not None else profile
+
+
 def _as_fields(profile: Profile) -> dict[str, Any]:
     fields = {key: getattr(profile, key) for key in DEFAULTS if key != "extra_args"}
     fields["args"] = list(profile.args)
     fields["concurrency"] = list(profile.concurrency)
     fields["env"] = dict(profile.env)
+    fields["extra_body"] = dict(profile.extra_body)
     fields["command"] = list(profile.command) if profile.command is not None else None
     return fields
 
@@ -270,6 +308,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         model=f["model"],
         args=tuple(f["args"]),
         env=dict(f["env"]),
+        extra_body=dict(f["extra_body"]),
         command=tuple(command) if command is not None else None,
         host=f["host"],
         api=f["api"],
@@ -283,6 +322,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         request_timeout_s=float(f["request_timeout_s"]),
         fail_margin=float(f["fail_margin"]),
         warn_margin=float(f["warn_margin"]),
+        base_profile=f["base_profile"],
         extends=parent,
     )
 

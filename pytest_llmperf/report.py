@@ -15,16 +15,16 @@ COLORS = {"FAIL": "red", "INVALID": "red", "MISSING": "red", "INCOMPARABLE": "re
 ORDER = ("FAIL", "INVALID", "INCOMPARABLE", "MISSING", "WARN", "IMPROVED", "PASS", "RECORDED", "measured")
 
 
-def _ms(value: float) -> str:
+def ms(value: float) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value * 1e3:.1f}"
 
 
-def _mean(values: Iterable[float | None]) -> float:
+def finite_mean(values: Iterable[float | None]) -> float:
     vals = [v for v in values if v is not None and math.isfinite(v)]
     return sum(vals) / len(vals) if vals else math.nan
 
 
-def _test_name(nodeid: str) -> str:
+def test_name(nodeid: str) -> str:
     name = nodeid.split("::")[-1].split("[")[0]
     return name[5:] if name.startswith("test_") else name
 
@@ -32,18 +32,18 @@ def _test_name(nodeid: str) -> str:
 def row(point: PointResult) -> tuple[str, ...]:
     s = point.summary
     runs = point.runs
-    accept = _mean(r.accept_length for r in runs)
+    accept = finite_mean(r.accept_length for r in runs)
     golden = (point.golden or {}).get("mean")
     return (
         point.profile,
-        _test_name(point.test),
+        test_name(point.test),
         str(point.concurrency),
         f"{s.mean:,.1f} ± {s.sd:,.1f} ({len(s.values)})",
         "-" if golden is None else f"{golden:,.1f}",
         "-" if point.ratio is None else signed_percent(point.ratio - 1),
-        f"{_mean(r.request_tok_s['mean'] for r in runs):,.1f}",
-        f"{_ms(_mean(r.ttft_s['p50'] for r in runs))} / {_ms(_mean(r.ttft_s['p99'] for r in runs))}",
-        _ms(_mean(r.itl_s["p50"] for r in runs)),
+        f"{finite_mean(r.request_tok_s['mean'] for r in runs):,.1f}",
+        f"{ms(finite_mean(r.ttft_s['p50'] for r in runs))} / {ms(finite_mean(r.ttft_s['p99'] for r in runs))}",
+        ms(finite_mean(r.itl_s["p50"] for r in runs)),
         "-" if not math.isfinite(accept) else f"{accept:.2f}",
         point.verdict or "measured",
     )
@@ -51,7 +51,7 @@ def row(point: PointResult) -> tuple[str, ...]:
 
 def table_lines(points: Sequence[PointResult]) -> list[str]:
     """A fixed-width table, one row per point, ordered by profile, test and concurrency."""
-    rows = [COLUMNS] + [row(p) for p in sorted(points, key=lambda p: (p.profile, _test_name(p.test), p.concurrency))]
+    rows = [COLUMNS] + [row(p) for p in sorted(points, key=lambda p: (p.profile, test_name(p.test), p.concurrency))]
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     right = {2, 3, 4, 5, 6, 7, 8, 9}
     lines = []
@@ -63,9 +63,33 @@ def table_lines(points: Sequence[PointResult]) -> list[str]:
     return lines
 
 
+def speculative_lines(session) -> list[str]:
+    """Per speculative profile and base measured in this run: speedup per level, crossover, advice."""
+    lines: list[str] = []
+    for analysis in session.analyses():
+        gates = {p.concurrency: p for p in session.speedups
+                 if p.profile == analysis.profile and p.base_profile == analysis.base_profile}
+        rows = [("C", "speedup", "95 % CI", "", "accept", "break-even accept", "base drift", "gate")]
+        for sp in analysis.points:
+            drift = analysis.drift.get(sp.concurrency)
+            rows.append((
+                str(sp.concurrency), f"{sp.ratio:.3f}\u00d7", f"[{sp.low:.3f}, {sp.high:.3f}]", sp.status,
+                "-" if sp.accept_length is None else f"{sp.accept_length:.2f}",
+                "-" if sp.break_even_accept is None else f"{sp.break_even_accept:.2f}",
+                "-" if drift is None else f"{signed_percent(drift - 1)} %",
+                (gates[sp.concurrency].verdict or "-") if sp.concurrency in gates else "-",
+            ))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines.append(f"{analysis.profile} vs {analysis.base_profile} ({test_name(analysis.test)}), same run:")
+        lines += ["  " + "  ".join(c.rjust(w) if i in (0, 1, 4, 5, 6) else c.ljust(w)
+                                   for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
+        lines.append(f"  {analysis.advice()}")
+    return lines
+
+
 def verdict_lines(session, whole_suite: bool) -> list[tuple[str, str | None]]:
     """Counts per verdict, the rows that matter, what was written, and what to do next."""
-    points = session.points
+    points = [*session.points, *session.speedups]
     counts: dict[str, int] = {}
     for p in points:
         counts[p.verdict or "measured"] = counts.get(p.verdict or "measured", 0) + 1
@@ -74,7 +98,7 @@ def verdict_lines(session, whole_suite: bool) -> list[tuple[str, str | None]]:
     for p in sorted(points, key=lambda p: ORDER.index(p.verdict or "measured")):
         verdict = p.verdict or "measured"
         if verdict == "INVALID":
-            lines += [(f"INVALID {p.profile} C={p.concurrency} ({_test_name(p.test)}): {problem}", "red")
+            lines += [(f"INVALID {p.label} ({test_name(p.test)}): {problem}", "red")
                       for problem in p.problems or [p.message or ""]]
         elif verdict not in ("PASS", "RECORDED", "measured") and p.message:
             lines.append((f"{verdict} {p.message}", COLORS.get(verdict)))

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pytest_llmperf import speculative
 from pytest_llmperf.baseline import PendingFile, PendingPoint, golden_path, point_key
 from pytest_llmperf.baseline import load as load_golden
 from pytest_llmperf.fingerprint import Fingerprint
@@ -20,6 +21,7 @@ from pytest_llmperf.metrics import PointSummary, RunMetrics
 from pytest_llmperf.profiles import Profile, ProfileSet
 from pytest_llmperf.server import ServerHandle
 from pytest_llmperf.settings import Settings
+from pytest_llmperf.speculative import Analysis
 
 JSON_SCHEMA_VERSION = 1
 
@@ -43,9 +45,25 @@ class PointResult:
     ratio: float | None = None
     p_value: float | None = None
     message: str | None = None
+    #: A derived point (a speculative speedup) carries its samples here instead of runs.
+    samples: tuple[float, ...] | None = None
+    base_profile: str | None = None
+    notes: list[str] = field(default_factory=list)  # problems that are not a run's (e.g. A/B/A drift)
+
+    @property
+    def label(self) -> str:
+        """How messages name the point: ``eagle3 C=70``, ``eagle3 vs baseline C=70``."""
+        vs = f" vs {self.base_profile}" if self.base_profile else ""
+        return f"{self.profile}{vs} C={self.concurrency}"
+
+    @property
+    def unit(self) -> str:
+        return "x" if self.metric == "speedup" else "tok/s"
 
     @property
     def values(self) -> tuple[float, ...]:
+        if self.samples is not None:
+            return self.samples
         if self.metric == "request_tok_s":
             return tuple(r.request_tok_s["mean"] for r in self.runs)
         return tuple(getattr(r, self.metric) for r in self.runs)
@@ -56,7 +74,7 @@ class PointResult:
 
     @property
     def problems(self) -> list[str]:
-        out: list[str] = []
+        out: list[str] = list(self.notes)
         for k, run in enumerate(self.runs, start=1):
             out += [f"run {k}: {p}" for p in run.problems]
         return out
@@ -81,11 +99,13 @@ class LLMPerfSession:
     selected: list[Profile]
     run_dir: Path
     points: list[PointResult] = field(default_factory=list)
+    speedups: list[PointResult] = field(default_factory=list)  # the speculative speedup gate's points
     servers: dict[str, ServerHandle] = field(default_factory=dict)
     fingerprints: dict[str, Fingerprint] = field(default_factory=dict)
     goldens: dict[Path, dict[str, Any] | None] = field(default_factory=dict)
     pending: dict[Path, PendingFile] = field(default_factory=dict)
     golden_notes: list[str] = field(default_factory=list)
+    report_notes: list[str] = field(default_factory=list)  # what --perf-report / --perf-benchmark-json wrote
     whole_suite: bool = True  # nothing deselected: goldens nobody used can be reported
 
     def record(self, point: PointResult) -> None:
@@ -109,7 +129,7 @@ class LLMPerfSession:
 
     def unused_goldens(self) -> list[str]:
         """Recorded points of the selected profiles that no test measured in this run."""
-        measured = {(p.profile, point_key(p.test, p.concurrency)) for p in self.points}
+        measured = {(p.profile, point_key(p.test, p.concurrency)) for p in [*self.points, *self.speedups]}
         unused = []
         for profile in self.servers:
             path = self.golden_file(profile)
@@ -145,7 +165,28 @@ class LLMPerfSession:
             "fingerprint": self.fingerprint(),
             "profiles": self.profile_json(),
             "points": [p.to_json() for p in self.points],
+            "speculative": [self._speculative_json(a) for a in self.analyses()],
         }
+
+    def analyses(self) -> list[Analysis]:
+        """Each selected speculative profile against its base, when both were measured in this run."""
+        out = []
+        for profile in self.selected:
+            if profile.speculative and profile.base_profile and not profile.rebaseline_of:
+                out += speculative.analyse_points(profile.name, profile.base_profile, self.points,
+                                                  sglang_version=self._server_version(profile.name))
+        return out
+
+    def _server_version(self, profile: str) -> str | None:
+        fp = self.fingerprints.get(profile)
+        return fp.soft.get("server_version") if fp else None
+
+    def _speculative_json(self, analysis: Analysis) -> dict[str, Any]:
+        gate = {str(p.concurrency): {"verdict": p.verdict, "ratio": p.ratio, "p_value": p.p_value,
+                                     "golden": p.golden, "values": list(p.values), "message": p.message}
+                for p in self.speedups if p.profile == analysis.profile and p.base_profile == analysis.base_profile
+                and p.workload.get("of") and p.workload["of"].split("[")[0] == analysis.test.split("[")[0]}
+        return {**analysis.to_json(), "gate": gate}
 
 
 SESSION_KEY = pytest.StashKey[LLMPerfSession]()

@@ -25,7 +25,15 @@ OPTIONS = (
      "Attach to a running server (or router) for the selected profile instead of launching one.", "URL", None),
     ("--llm-concurrency", "llmperf_concurrency", "Override every profile's concurrency levels, e.g. 1,2,5.",
      "C[,C...]", None),
-    ("--perf-json", "llmperf_json", "Write every measured point as JSON to PATH.", "PATH", None),
+    ("--perf-json", "llmperf_json", "Write every measured point, verdict and the speculative analysis as JSON "
+     "to PATH.", "PATH", None),
+    ("--perf-report", "llmperf_report",
+     "Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY) and PNG plots into DIR.", "DIR", None),
+    ("--perf-benchmark-json", "llmperf_benchmark_json",
+     "Write the runs as pytest-benchmark JSON (readable by `pytest-benchmark compare`) to PATH.", "PATH", None),
+    ("--perf-drift-margin", "llmperf_drift_margin",
+     "With --perf-rebaseline: largest base drift (before vs after) that keeps a speedup valid.", "FRACTION",
+     "0.05"),
     ("--perf-baseline-dir", "llmperf_baseline_dir", "Where golden baselines live: <dir>/<profile>/<hardware>.json.",
      "PATH", "baselines"),
     ("--perf-update-runs", "llmperf_update_runs",
@@ -51,6 +59,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--perf-accept-worse", dest="llmperf_accept_worse", metavar="REASON", default=None,
                     help="With --perf-update: allow replacing a golden with a worse one; REASON is stored "
                          "in the golden's history.")
+    group.addoption("--perf-rebaseline", action="store_true", default=None, dest="llmperf_rebaseline",
+                    help="Measure each speculative profile's base before and after it (A/B/A) and report the "
+                         "base's drift; drift beyond --perf-drift-margin makes the speedup INVALID.")
+    parser.addini("llmperf_rebaseline", "Like --perf-rebaseline.", type="bool", default=False)
     for flag, ini, help_text, metavar, default in OPTIONS:
         shown = f" Default: {default}." if default else ""
         if flag == "--llm-profile":
@@ -75,6 +87,10 @@ class Settings:
     accept_worse: str | None = None
     baseline_dir: Path = Path("baselines")
     update_runs: int = 10
+    report_dir: Path | None = None
+    benchmark_json: Path | None = None
+    rebaseline: bool = False
+    drift_margin: float = 0.05
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> "Settings":
@@ -103,6 +119,9 @@ class Settings:
         file_value, file_base = value("llmperf_profiles_file")
         run_value, run_base = value("llmperf_run_dir")
         json_value, json_base = value("llmperf_json")
+        report_value, report_base = value("llmperf_report")
+        bench_value, bench_base = value("llmperf_benchmark_json")
+        rebaseline = config.getoption("llmperf_rebaseline")
         return cls(
             profiles_file=_resolve(file_base, file_value or "perf_suites/profiles.toml"),
             profile_names=tuple(dict.fromkeys(names)),
@@ -118,6 +137,10 @@ class Settings:
             accept_worse=accept_worse,
             baseline_dir=_resolve(baseline_base, baseline_value or "baselines"),
             update_runs=_parse_positive("--perf-update-runs", value("llmperf_update_runs")[0] or "10"),
+            report_dir=_resolve(report_base, report_value) if report_value else None,
+            benchmark_json=_resolve(bench_base, bench_value) if bench_value else None,
+            rebaseline=bool(rebaseline if rebaseline is not None else config.getini("llmperf_rebaseline")),
+            drift_margin=_parse_fraction("--perf-drift-margin", value("llmperf_drift_margin")[0] or "0.05"),
         )
 
 
@@ -147,6 +170,16 @@ def _parse_choice(option: str, raw: str, choices: tuple[str, ...]) -> str:
     if raw not in choices:
         raise pytest.UsageError(f"{option}: {raw!r} is not valid. Valid values: {', '.join(choices)}.")
     return raw
+
+
+def _parse_fraction(option: str, raw: str) -> float:
+    try:
+        fraction = float(raw)
+    except ValueError:
+        fraction = -1.0
+    if not 0 < fraction < 1:
+        raise pytest.UsageError(f"{option}: expected a fraction between 0 and 1 such as 0.05, got {raw!r}.")
+    return fraction
 
 
 def _parse_positive(option: str, raw: str) -> int:

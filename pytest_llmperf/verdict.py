@@ -100,14 +100,21 @@ def _one_sided(ln: np.ndarray, lg: np.ndarray, alpha: float) -> tuple[float, flo
     return float(down.pvalue), float(up.pvalue), float(math.exp(low))
 
 
-def describe(profile: str, concurrency: int, metric_mean: float, golden_mean: float, v: Verdict,
-             fail_margin: float) -> str:
+def describe(label: str, metric_mean: float, golden_mean: float, v: Verdict, fail_margin: float,
+             unit: str = "tok/s") -> str:
     """``eagle3 C=70: 241.3 tok/s vs golden 352.0 (−31.4 %, p=0.0004, n=3 vs 10) — FAIL, margin 15 %``"""
     p = v.p_drop if v.ratio < 1 else v.p_gain
     extra = " (inconclusive after the last stage of runs)" if v.inconclusive else ""
-    return (f"{profile} C={concurrency}: {metric_mean:,.1f} tok/s vs golden {golden_mean:,.1f} "
+    return (f"{label}: {format_value(metric_mean, unit)} vs golden {format_value(golden_mean, unit, bare=True)} "
             f"({signed_percent(v.change)} %, p={p:.2g}, n={v.n_new} vs {v.n_golden}) — {v.name}{extra}, "
             f"margin {fail_margin * 100:g} %")
+
+
+def format_value(value: float, unit: str, bare: bool = False) -> str:
+    """1234.5 tok/s → '1,234.5 tok/s'; a speedup 1.0312 → '1.031×' (``bare``: without the unit)."""
+    if unit == "x":
+        return f"{value:.3f}×"
+    return f"{value:,.1f}" if bare else f"{value:,.1f} {unit}"
 
 
 def signed_percent(change: float) -> str:

@@ -75,7 +75,8 @@ def processes_with(marker: str) -> list[psutil.Process]:
 
 
 def write_profiles(pytester: pytest.Pytester, body: str = "", *, marker: str | None = None,
-                   concurrency: str = "[1, 4]", output_len: int = 16, runs: int = 2, extra_args: str = "") -> str:
+                   concurrency: str = "[1, 4]", output_len: int = 16, runs: int = 2, extra_args: str = "",
+                   min_requests: int = 4, spec_args: str = "") -> str:
     """A profiles.toml with sim-base / sim-spec (fast) plus ``body``; returns the model marker.
 
     The model path carries a unique marker so the test can find (or not find) its servers
@@ -93,14 +94,14 @@ def write_profiles(pytester: pytest.Pytester, body: str = "", *, marker: str | N
         concurrency = {concurrency}
         runs = {runs}
         output_len = {output_len}
-        min_requests = 4
+        min_requests = {min_requests}
         ready_timeout_s = 30
         shutdown_timeout_s = 5
         request_timeout_s = 10
 
         [profiles.sim-spec]
         extends = "sim-base"
-        extra_args = ["--speculative-algorithm", "EAGLE3"]
+        extra_args = ["--speculative-algorithm", "EAGLE3"{", " + spec_args if spec_args else ""}]
     """) + textwrap.dedent(body))
     pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
     return marker
@@ -110,4 +111,10 @@ THROUGHPUT_SUITE = """
 def test_output_throughput(llmperf, llm_concurrency):
     point = llmperf.measure(concurrency=llm_concurrency)
     llmperf.check(point)
+"""
+
+SPEEDUP_SUITE = THROUGHPUT_SUITE + """
+
+def test_speculative_speedup(llmperf_speedup):
+    llmperf_speedup.check()
 """

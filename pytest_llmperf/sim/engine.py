@@ -38,6 +38,10 @@ class SimRequest:
     error: str | None = None
     stalled: bool = False
     internal: bool = False  # warm-up and health checks: never subject to the fault knobs
+    #: Draws this request's draft acceptances. Seeded from the prompt by the server: at
+    #: temperature 0 the drafts and their verification are a function of the text, so the same
+    #: prompt gets the same accept length on every run, as on a real engine.
+    accept_rng: random.Random | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -145,7 +149,7 @@ class Engine:
         produced = 0
         still_running = []
         for req in self.running:
-            gain = 1 if self.spec is None else self.spec.sample_tokens(self._rng, self._p_accept)
+            gain = 1 if self.spec is None else self.spec.sample_tokens(req.accept_rng or self._rng, self._p_accept)
             gain = min(gain, req.target_tokens - req.generated)
             if self.faults.stall_after_tokens and not req.internal:
                 gain = min(gain, self.faults.stall_after_tokens - req.generated)

@@ -14,10 +14,12 @@ import asyncio
 import json
 import logging
 import os
+import random
 import signal
 import sys
 import time
 import uuid
+import zlib
 from typing import Any
 
 from aiohttp import web
@@ -207,6 +209,7 @@ class SimServer:
             stopped_by_eos=target < max_new,
             received=asyncio.get_running_loop().time(),
             internal=internal,
+            accept_rng=random.Random(zlib.crc32(prompt.encode()) ^ (self.args.random_seed or 0)),
         )
         return req, words, ids
 

@@ -16,15 +16,20 @@ def golden(pytester, profile="sim-base"):
     return path, json.loads(path.read_text())
 
 
+# Requests long enough (64 tokens, about 30 ms) that a millisecond of client scheduling on a busy
+# 2-core machine stays far below the client-bound check's threshold.
+OUTPUT_LEN = 64
+
+
 def with_knob(pytester, marker, knob=None):
     """Rewrite the profiles with a hidden sim fault knob: same fingerprint, different speed."""
     extra = f'"--sim-throughput-multiplier", "{knob}"' if knob else ""
-    write_profiles(pytester, marker=marker, concurrency="[1, 4]", runs=3, extra_args=extra)
+    write_profiles(pytester, marker=marker, concurrency="[1, 4]", runs=3, extra_args=extra, output_len=OUTPUT_LEN)
 
 
 @pytest.fixture
 def project(pytester):
-    marker = write_profiles(pytester, concurrency="[1, 4]", runs=3)
+    marker = write_profiles(pytester, concurrency="[1, 4]", runs=3, output_len=OUTPUT_LEN)
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     return marker
 
@@ -57,10 +62,10 @@ def test_record_then_gate(pytester, project):
     assert data["fingerprint"]["hard"]["server_args"]["sim_speed"] == 20.0
     point = data["points"]["test_perf.py::test_output_throughput[C=4]"]
     assert len(point["runs"]) == 6 and len({r["launch_id"] for r in point["runs"]}) == 1
-    assert point["runs"][0]["requests"] == 16 and point["runs"][0]["output_tokens"] == 256
+    assert point["runs"][0]["requests"] == 16 and point["runs"][0]["output_tokens"] == 16 * OUTPUT_LEN
     assert point["anchor"]["mean"] == pytest.approx(point["summary"]["mean"])
     assert point["history"][0]["why"] == "--perf-update"
-    assert point["workload"]["output_len"] == 16 and len(point["workload"]["prompt_set_sha256"]) == 64
+    assert point["workload"]["output_len"] == OUTPUT_LEN and len(point["workload"]["prompt_set_sha256"]) == 64
 
     # The same server passes; so does one 3 % slower.
     for knob in (None, "0.97"):
@@ -131,7 +136,7 @@ def test_corrupt_golden_is_an_error_and_left_untouched(pytester, project):
 def test_changed_hard_key_is_incomparable_with_the_diff(pytester, project):
     pytester.runpytest("--perf-update", "--perf-update-runs", "3").assert_outcomes(passed=2)
     write_profiles(pytester, marker=project, concurrency="[1, 4]", runs=3,
-                   extra_args='"--max-running-requests", "64"')
+                   extra_args='"--max-running-requests", "64"', output_len=OUTPUT_LEN)
     result = pytester.runpytest()
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
@@ -140,10 +145,10 @@ def test_changed_hard_key_is_incomparable_with_the_diff(pytester, project):
         "  If the change is intended, re-record (and review the diff): pytest test_perf.py --llm-profile sim-base --perf-update",
     ])
     # A changed workload is a hard key too.
-    write_profiles(pytester, marker=project, concurrency="[1, 4]", runs=3, output_len=24)
+    write_profiles(pytester, marker=project, concurrency="[1, 4]", runs=3, output_len=24)  # the golden has OUTPUT_LEN
     result = pytester.runpytest()
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["    workload.output_len: 16 \u2192 24"])
+    result.stdout.fnmatch_lines([f"    workload.output_len: {OUTPUT_LEN} \u2192 24"])
 
 
 def test_margins_per_test_with_a_marker(pytester, project):

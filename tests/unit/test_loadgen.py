@@ -94,3 +94,14 @@ def test_worker_processes_share_c_and_start_together(sim_server):
         assert all(r.error is None and r.completion_tokens == 16 for r in run.records)
         m = metrics.summarize_run(run, expected_tokens=16)
         assert m.in_flight_while_sending > 3.5, m  # both halves overlapped in time
+
+
+def test_extra_body_fields_reach_every_request_and_the_workload_definition():
+    import json
+
+    workload = Workload(api="openai", output_len=8, model="smollm2", extra_body={"cache_prompt": False})
+    bodies = [json.loads(b) for b in workload.bodies(8)]
+    assert len(bodies) == len(workload.prompts.prompts)
+    assert all(b["cache_prompt"] is False and b["max_tokens"] == 8 and b["ignore_eos"] for b in bodies)
+    assert workload.describe()["extra_body"] == {"cache_prompt": False}  # a hard key of every point
+    assert "extra_body" not in Workload(api="openai", output_len=8).describe()

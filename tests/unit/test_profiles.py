@@ -38,6 +38,30 @@ def test_extends_inherits_extends_args_merges_env_and_replaces_lists(tmp_path):
     assert base.args == ("--tp-size", "8")
 
 
+def test_a_speculative_profile_finds_its_base_along_extends_or_is_told(tmp_path):
+    path = write(tmp_path, """
+        [profiles.base]
+        extra_body = { cache_prompt = false }
+        [profiles.eagle3]
+        extends = "base"
+        extra_args = ["--speculative-algorithm", "EAGLE3"]
+        extra_body = { top_k = 1 }
+        [profiles.eagle3-deeper]
+        extends = "eagle3"
+        extra_args = ["--speculative-num-steps", "5"]
+        [profiles.other-base]
+        [profiles.eagle3-vs-other]
+        extends = "eagle3"
+        base_profile = "other-base"
+    """)
+    profiles = load_profiles(path).profiles
+    assert profiles["eagle3"].base_profile == "base"
+    assert profiles["eagle3-deeper"].base_profile == "base"  # past the speculative parent
+    assert profiles["eagle3-vs-other"].base_profile == "other-base"
+    assert profiles["base"].base_profile is None
+    assert dict(profiles["eagle3"].extra_body) == {"cache_prompt": False, "top_k": 1}  # merged like env
+
+
 def test_requests_per_run_is_four_times_concurrency_with_a_floor(tmp_path):
     profile = load_profiles(write(tmp_path, "[profiles.p]\nmin_requests = 16\n")).profiles["p"]
     assert [profile.requests_per_run(c) for c in (1, 4, 5, 250)] == [16, 16, 20, 1000]
@@ -65,6 +89,12 @@ def test_requests_per_run_is_four_times_concurrency_with_a_floor(tmp_path):
         ("[profiles.p]\n[other]\n", "unknown top-level key(s) ['other']"),
         ("default = [\"x\"]\n[profiles.p]\n", "'default' names unknown profile 'x'. Available profiles: p."),
         ("[profiles.p\n", "not valid TOML"),
+        ("[profiles.p]\nbase_profile = \"q\"\n[profiles.q]\n", "field 'base_profile': only a speculative profile"),
+        ("[profiles.p]\nargs = [\"--speculative-algorithm\", \"EAGLE3\"]\nbase_profile = \"q\"\n",
+         "field 'base_profile': 'q' is not a profile in this file. Available profiles: p."),
+        ("[profiles.p]\nargs = [\"--speculative-algorithm\", \"EAGLE3\"]\nbase_profile = \"p\"\n",
+         "field 'base_profile': 'p' is speculative itself"),
+        ("[profiles.p]\nextra_body = 3\n", "field 'extra_body': got 3; expected a table of JSON fields"),
         ("", "no profiles; define at least one [profiles.NAME] table"),
     ],
 )

@@ -48,7 +48,7 @@ def test_identical_runs_have_no_variance_and_are_decided_by_the_means():
 
 def test_message_says_what_by_how_much_and_the_margin():
     v = decide([241.0, 242.0, 241.0], [352.0, 351.0, 353.0, 352.5, 351.5, 352.0, 352.2, 351.8, 352.1, 351.9], **M)
-    text = describe("eagle3", 70, 241.3, 352.0, v, 0.15)
+    text = describe("eagle3 C=70", 241.3, 352.0, v, 0.15)
     assert text.startswith("eagle3 C=70: 241.3 tok/s vs golden 352.0 (\u221231.4 %, p=")
     assert text.endswith(", n=3 vs 10) \u2014 FAIL, margin 15 %")
     assert signed_percent(0.052) == "+5.2" and signed_percent(-0.314) == "\u221231.4"

@@ -1,0 +1,90 @@
+"""``--perf-benchmark-json PATH``: the runs in pytest-benchmark's JSON format.
+
+pytest-benchmark's tools (``pytest-benchmark compare``, ``--benchmark-compare``, its CSV and
+histogram exports) read timings in seconds per round, lower is better. One measured point
+becomes one benchmark and each of its runs one round whose "time" is **seconds per output
+token** (run duration ÷ completion tokens = 1 / output tok/s). Field by field:
+
+- ``name``: ``<test>[<profile>-C<c>]``; ``fullname``: the test's node id with that id;
+  ``group``: ``<profile>``, so compare tables group profiles; ``param``/``params``: the
+  profile and concurrency.
+- ``stats``: pytest-benchmark's own statistics over the rounds (min, max, mean, stddev,
+  median, iqr, q1, q3, outliers, ld15iqr, hd15iqr, total, ``data``), in seconds per token;
+  ``ops`` = 1 / mean is therefore a throughput in tok/s (the harmonic mean of the runs'
+  tok/s); ``rounds`` = runs; ``iterations`` = 1.
+- ``extra_info``: the plugin's own figures for the point: ``output_tok_s`` (per run and mean),
+  ``verdict``, ``golden_mean``, ``ratio``, ``p_value``, ``concurrency``, ``requests_per_run``,
+  ``output_len``, ``accept_length``, ``ttft_p50_s``, ``itl_p50_s``.
+- ``options``: what the runs were (``runs``, ``min_requests``, ``warmup``, ``timer`` =
+  ``"seconds per output token"``), so nobody mistakes the rounds for wall-clock calls.
+- ``machine_info`` and ``commit_info``: from pytest-benchmark's own helpers, plus
+  ``machine_info["llmperf"]``: the fingerprint's hardware key per profile.
+
+Needs ``pytest-benchmark`` (the ``report`` extra); imported lazily.
+"""
+
+from __future__ import annotations
+
+import statistics
+from datetime import datetime, timezone
+from typing import Any
+
+from pytest_llmperf.report import finite_mean
+
+
+def export(session: Any) -> dict[str, Any]:
+    from pytest_benchmark import __version__ as benchmark_version
+    from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+    from pytest_benchmark.stats import Stats
+    from pytest_benchmark.utils import get_commit_info
+
+    benchmarks = []
+    for point in session.points:
+        if not point.runs or any(r.output_tokens <= 0 for r in point.runs):
+            continue
+        stats = Stats()
+        for run in point.runs:
+            stats.update(run.duration_s / run.output_tokens)
+        test, profile = point.test.split("::")[-1].split("[")[0], point.profile
+        ident = f"{profile}-C{point.concurrency}"
+        data = stats.as_dict()
+        data.update(data=list(stats.data), iterations=1)
+        profile_obj = next((p for p in session.selected if p.name == profile), None)
+        benchmarks.append({
+            "group": profile,
+            "name": f"{test}[{ident}]",
+            "fullname": f"{point.test.split('[')[0]}[{ident}]",
+            "params": {"profile": profile, "concurrency": point.concurrency},
+            "param": ident,
+            "extra_info": {
+                "metric": point.metric,
+                "output_tok_s": [r.output_tok_s for r in point.runs],
+                "output_tok_s_mean": statistics.fmean(r.output_tok_s for r in point.runs),
+                "verdict": point.verdict, "golden_mean": (point.golden or {}).get("mean"), "ratio": point.ratio,
+                "p_value": point.p_value, "concurrency": point.concurrency,
+                "requests_per_run": point.workload.get("requests_per_run"), "output_len": point.output_len,
+                "accept_length": _finite_or_none(finite_mean(r.accept_length for r in point.runs)),
+                "ttft_p50_s": _finite_or_none(finite_mean(r.ttft_s["p50"] for r in point.runs)),
+                "itl_p50_s": _finite_or_none(finite_mean(r.itl_s["p50"] for r in point.runs)),
+            },
+            "options": {
+                "timer": "seconds per output token", "runs": len(point.runs),
+                "min_requests": profile_obj.min_requests if profile_obj else None,
+                "warmup": profile_obj.warmup if profile_obj else None, "disable_gc": False,
+                "min_rounds": len(point.runs), "max_time": None, "min_time": None,
+            },
+            "stats": data,
+        })
+    machine = pytest_benchmark_generate_machine_info()
+    machine["llmperf"] = {name: fp.hardware_key for name, fp in session.fingerprints.items()}
+    return {
+        "machine_info": machine,
+        "commit_info": get_commit_info(),
+        "benchmarks": benchmarks,
+        "datetime": datetime.now(timezone.utc).isoformat(),
+        "version": benchmark_version,
+    }
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if value == value and value not in (float("inf"), float("-inf")) else None
