@@ -46,36 +46,37 @@ def project(pytester, llama_profile):
     return pytester
 
 
-def test_real_engine_counts_and_validity(project):
-    result = project.runpytest_subprocess("--llm-profile", "llamacpp-smollm2", "--llm-concurrency", "1,4",
-                                          "-k", "output_throughput", "--perf-update", "--perf-update-runs", "2",
-                                          "--perf-baseline-dir", str(project.path / "scratch"), "--perf-json", "out.json")
+def test_real_engine_counts_validity_and_verdict_against_the_ci_golden(project, llama_profile):
+    """The committed golden for this CPU class gates a run of the real engine; on a CPU class
+    without one, a golden is recorded first into a scratch directory (and the test says so)."""
+    key = fingerprint.hardware(llama_profile)["key"]
+    committed = REPO / "baselines" / "llamacpp-smollm2" / f"{key}.json"
+    args = ["--llm-profile", "llamacpp-smollm2", "--llm-concurrency", "1,4", "-k", "output_throughput",
+            "--perf-json", "out.json"]
+    if not committed.exists():
+        print(f"no committed golden for CPU class {key!r}: recording one into a scratch directory first")
+        scratch = str(project.path / "scratch")
+        project.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "3",
+                                     "--perf-baseline-dir", scratch).assert_outcomes(passed=2)
+        args += ["--perf-baseline-dir", scratch]
+    result = project.runpytest_subprocess(*args)
     result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["llmperf verdicts: *"])
     data = json.loads((project.path / "out.json").read_text())
     assert data["profiles"]["llamacpp-smollm2"]["server_info"]["/v1/models"]["data"][0]["id"] == "smollm2"
     hard = data["fingerprint"]["hard"]["llamacpp-smollm2"]
     assert hard["server_args"]["total_slots"] == 4  # from llama-server's /props: -np 4
-    assert hard["hardware"]["key"] == fingerprint.hardware(load_profiles(PROFILES).profiles["llamacpp-smollm2"])["key"]
+    assert hard["hardware"]["key"] == key
     for point in data["points"]:
-        assert point["problems"] == [] and point["verdict"] == "RECORDED"
+        assert point["verdict"] in ("PASS", "WARN", "IMPROVED"), point["message"]
+        assert point["problems"] == [] and point["golden"]["n"] >= 6
+        print(point["message"])
         for run in point["runs"]:
             assert run["failed_requests"] == 0
             assert run["output_tokens"] == run["requests"] * 64  # every request: exactly output_len tokens
             assert run["ttft_s"]["p50"] > 0 and run["itl_s"]["p50"] > 0
             assert run["in_flight_while_sending"] > 0.9 * point["concurrency"]
     assert processes_with("SmolLM2-135M") == []
-
-
-def test_verdict_against_the_committed_ci_golden(project, llama_profile):
-    key = fingerprint.hardware(llama_profile)["key"]
-    golden = REPO / "baselines" / "llamacpp-smollm2" / f"{key}.json"
-    if not golden.exists():
-        pytest.skip(f"no golden recorded for this CPU ({key}); record one with "
-                    "pytest perf_suites --llm-profile llamacpp-smollm2 --perf-update")
-    result = project.runpytest_subprocess("--llm-profile", "llamacpp-smollm2", "-k", "output_throughput")
-    result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["llmperf verdicts: *"])
-    assert "FAIL" not in result.stdout.str()
 
 
 class Throttle:
@@ -118,27 +119,26 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
             engine = "command"
             command = ["unused: attached"]
             api = "openai"
-            concurrency = [1, 2]
+            concurrency = [1]
             runs = 3
             output_len = 32
             min_requests = 6
+            extra_body = { cache_prompt = false }
         """)
         pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
         pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
         args = ("--llm-profile", "llama", "--llm-server-url", url)
-        pytester.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "5").assert_outcomes(passed=2)
-        pytester.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "5", "--perf-pool").assert_outcomes(passed=2)
+        pytester.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "8").assert_outcomes(passed=1)
 
         same = pytester.runpytest_subprocess(*args)
-        same.assert_outcomes(passed=2)
+        same.assert_outcomes(passed=1)
         with Throttle(server.pid, 0.03):
             slower3 = pytester.runpytest_subprocess(*args)
-        slower3.assert_outcomes(passed=2)
+        slower3.assert_outcomes(passed=1)
         with Throttle(server.pid, 0.30):
             slower30 = pytester.runpytest_subprocess(*args)
-        slower30.assert_outcomes(failed=2)
-        slower30.stdout.fnmatch_lines(["llama C=1: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 15 %",
-                                       "llama C=2: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 15 %"])
+        slower30.assert_outcomes(failed=1)
+        slower30.stdout.fnmatch_lines(["llama C=1: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 15 %"])
         for label, run in (("same speed", same), ("3 % slower", slower3), ("30 % slower", slower30)):
             print(label, *[line for line in run.outlines if line.startswith("llama ") and "output_throughput" in line],
                   sep="\n  ")  # shown with -s: the figures behind the verdicts
