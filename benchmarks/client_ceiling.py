@@ -67,14 +67,19 @@ def run_ours(args: argparse.Namespace) -> None:
 # ----- AIPerf ---------------------------------------------------------------------------------
 
 def run_aiperf(aiperf: str, tokenizer: str, url: str, c: int, n: int, tokens: int, core: int | None,
-               model: str = "bench", prompt_tokens: int = 16) -> dict:
+               model: str = "bench", prompt_tokens: int = 16, prompts_file: Path | None = None) -> dict:
+    """One AIPerf run; ``prompts_file`` (JSONL of {"text": …}) makes it send exactly those prompts, in order."""
     out = Path(tempfile.mkdtemp(prefix="aiperf-"))
     cmd = [aiperf, "profile", "--model", model, "--tokenizer", tokenizer, "--url", url,
            "--endpoint-type", "completions", "--streaming", "--concurrency", str(c), "--request-count", str(n),
            "--warmup-request-count", str(c), "--output-tokens-mean", str(tokens), "--output-tokens-stddev", "0",
-           "--prompt-input-tokens-mean", str(prompt_tokens), "--prompt-input-tokens-stddev", "0",
            "--extra-inputs", "ignore_eos:true", "--use-server-token-count", "--ui", "none",
            "--output-artifact-dir", str(out)]
+    if prompts_file is not None:
+        cmd += ["--input-file", str(prompts_file), "--custom-dataset-type", "single_turn",
+                "--dataset-sampling-strategy", "sequential"]
+    else:
+        cmd += ["--prompt-input-tokens-mean", str(prompt_tokens), "--prompt-input-tokens-stddev", "0"]
     if core is not None:
         cmd = ["taskset", "-c", str(core), *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True)
