@@ -42,7 +42,9 @@ def llama_profile():
 def project(pytester, llama_profile):
     """A pytester project using the repository's profiles, suite and baselines, as a user would."""
     pytester.makeini(f"[pytest]\nllmperf_profiles_file = {PROFILES}\nllmperf_baseline_dir = {REPO / 'baselines'}\n")
-    shutil.copy(REPO / "perf_suites" / "test_throughput.py", pytester.path / "test_throughput.py")
+    # Same place as in the repository: the golden's point keys are node ids (perf_suites/…).
+    (pytester.path / "perf_suites").mkdir()
+    shutil.copy(REPO / "perf_suites" / "test_throughput.py", pytester.path / "perf_suites" / "test_throughput.py")
     return pytester
 
 
@@ -51,7 +53,7 @@ def test_real_engine_counts_validity_and_verdict_against_the_ci_golden(project, 
     without one, a golden is recorded first into a scratch directory (and the test says so)."""
     key = fingerprint.hardware(llama_profile)["key"]
     committed = REPO / "baselines" / "llamacpp-smollm2" / f"{key}.json"
-    args = ["--llm-profile", "llamacpp-smollm2", "--llm-concurrency", "1,4", "-k", "output_throughput",
+    args = ["perf_suites", "--llm-profile", "llamacpp-smollm2", "--llm-concurrency", "1,4", "-k", "output_throughput",
             "--perf-json", "out.json"]
     if not committed.exists():
         print(f"no committed golden for CPU class {key!r}: recording one into a scratch directory first")
@@ -80,9 +82,14 @@ def test_real_engine_counts_validity_and_verdict_against_the_ci_golden(project, 
 
 
 class Throttle:
-    """Slow an unmodified server from outside: SIGSTOP for ``share`` of every period."""
+    """Slow an unmodified server from outside: SIGSTOP for ``share`` of every period.
 
-    def __init__(self, pid: int, share: float, period_s: float = 0.05) -> None:
+    The period is long (0.5 s) on purpose: every stop also costs llama.cpp's spin-waiting
+    threads a resynchronisation, so with a 50 ms period a 3 % share slowed the server by 12 %;
+    at 0.5 s that overhead is a tenth and the slowdown is close to the share.
+    """
+
+    def __init__(self, pid: int, share: float, period_s: float = 0.5) -> None:
         self.pid, self.share, self.period = pid, share, period_s
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -121,14 +128,16 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
             api = "openai"
             concurrency = [1]
             runs = 3
-            output_len = 32
+            output_len = 16
             min_requests = 6
+            fail_margin = 0.20  # as the llamacpp-smollm2 profile, and for the same reason
+            warn_margin = 0.08
             extra_body = { cache_prompt = false }
         """)
         pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
         pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
         args = ("--llm-profile", "llama", "--llm-server-url", url)
-        pytester.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "8").assert_outcomes(passed=1)
+        pytester.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "5").assert_outcomes(passed=1)
 
         same = pytester.runpytest_subprocess(*args)
         same.assert_outcomes(passed=1)
@@ -138,7 +147,7 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
         with Throttle(server.pid, 0.30):
             slower30 = pytester.runpytest_subprocess(*args)
         slower30.assert_outcomes(failed=1)
-        slower30.stdout.fnmatch_lines(["llama C=1: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 15 %"])
+        slower30.stdout.fnmatch_lines(["llama C=1: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 20 %"])
         for label, run in (("same speed", same), ("3 % slower", slower3), ("30 % slower", slower30)):
             print(label, *[line for line in run.outlines if line.startswith("llama ") and "output_throughput" in line],
                   sep="\n  ")  # shown with -s: the figures behind the verdicts
