@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from pytest_llmperf import baseline, fingerprint, report
-from pytest_llmperf.errors import ProfileError, ServerError
+from pytest_llmperf.errors import LLMPerfWarning, ProfileError, ServerError
 from pytest_llmperf.profiles import Profile, load_profiles
 from pytest_llmperf.files import write_json_atomic
 from pytest_llmperf.session import SESSION_KEY, LLMPerfSession
@@ -73,6 +74,21 @@ def _with_concurrency(profile: Profile, levels: tuple[int, ...]) -> Profile:
     from dataclasses import replace
 
     return replace(profile, concurrency=levels)
+
+
+def _warn_if_unfair(session: LLMPerfSession, spec: Profile) -> None:
+    """A speculative profile should differ from its base only in the speculative flags."""
+    from pytest_llmperf.sglang_args import unfair_differences
+
+    base = next((p for p in session.selected if p.name == spec.base_profile), None)
+    if not spec.speculative or base is None or spec.rebaseline_of:
+        return
+    diff = unfair_differences(spec.args, base.args)
+    if diff:
+        warnings.warn(LLMPerfWarning(
+            f"{spec.name} differs from its base {base.name} beyond the speculative flags, so the speedup also "
+            f"measures these: {'; '.join(diff)}. Give both profiles the same values for a fair comparison."),
+            stacklevel=2)
 
 
 def _with_rebaselines(selected: list[Profile]) -> list[Profile]:
@@ -175,11 +191,15 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
     from pytest_llmperf import server as lifecycle
 
     session = request.config.stash[SESSION_KEY]
+    failure = None
     try:
         if session.settings.server_url:
             handle = lifecycle.attach(llm_profile, session.settings.server_url)
         else:
+            _warn_if_unfair(session, llm_profile)
             handle = lifecycle.launch(llm_profile, session.run_dir)
+            for note in handle.notes:
+                warnings.warn(LLMPerfWarning(f"{llm_profile.name}: {note}"), stacklevel=2)
             try:
                 lifecycle.wait_ready(handle)
             except BaseException:
@@ -187,7 +207,9 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
                 raise
         handle.info = lifecycle.fetch_info(handle)
     except ServerError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        failure = str(exc)
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)  # outside the except: no "during handling" chain in the report
     session.servers[llm_profile.name] = handle
     session.fingerprints[llm_profile.name] = fingerprint.take(llm_profile, handle.info)
     try:

@@ -127,6 +127,9 @@ class ServerHandle:
     started_at: float = field(default_factory=time.monotonic)
     info: dict[str, Any] = field(default_factory=dict)
     died: str | None = None  # why it is no longer usable
+    #: What the launcher changed in or warns about the profile's flags (SGLang version adaptation).
+    notes: list[str] = field(default_factory=list)
+    sglang_version: str | None = None
 
     @property
     def attached(self) -> bool:
@@ -165,10 +168,41 @@ class ServerHandle:
                      f"  log: {self.log_path}\n  last lines:\n{self.log_tail()}")
 
 
+def sglang_version(profile: Profile, timeout_s: float = 60.0) -> str:
+    """The SGLang version installed for the profile's interpreter (package metadata: no import,
+    which would take seconds and need the GPU stack), or a ServerStartError saying what to do."""
+    python = os.path.expanduser(profile.python) if profile.python else sys.executable
+    probe = ("import importlib.metadata as m\ntry:\n    print(m.version('sglang'))\n"
+             "except m.PackageNotFoundError:\n    print('')")
+    try:
+        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=timeout_s,
+                             env={**os.environ, **profile.env})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ServerStartError(f"{profile.name}: could not ask {python!r} for its SGLang version: {exc}. "
+                               "Set the profile's `python` to the interpreter of SGLang's environment.") from None
+    version = out.stdout.strip()
+    if out.returncode != 0 or not version:
+        raise ServerStartError(
+            f"{profile.name}: SGLang is not installed for {python} ({profile.source}, profile {profile.name!r}, "
+            "field 'python'). Install it there (pip install 'sglang[all]') or point `python` at the interpreter "
+            "of the environment that has it." + (f"\n{out.stderr.strip()[-1000:]}" if out.stderr.strip() else ""))
+    return version
+
+
 def launch(profile: Profile, run_dir: Path) -> ServerHandle:
     """Start the profile's server in its own process group; return without waiting."""
     host = profile.host
     port = free_port(host)
+    notes: list[str] = []
+    version = None
+    if profile.engine == "sglang":
+        from dataclasses import replace
+
+        from pytest_llmperf.sglang_args import adapt
+
+        version = sglang_version(profile)
+        adapted = adapt(profile.args, version, where=f"{profile.source}: profile {profile.name!r}, field 'args'")
+        profile, notes = replace(profile, args=tuple(adapted.args)), adapted.notes
     command = build_command(profile, host, port, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / f"{profile.name}.log"
@@ -186,7 +220,8 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
     finally:
         log.close()
     url_host = f"[{host}]" if ":" in host else host
-    handle = ServerHandle(profile, f"http://{url_host}:{port}", process=process, command=command, log_path=log_path)
+    handle = ServerHandle(profile, f"http://{url_host}:{port}", process=process, command=command, log_path=log_path,
+                          notes=notes, sglang_version=version)
     _LIVE[process.pid] = handle
     return handle
 
