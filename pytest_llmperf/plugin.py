@@ -62,6 +62,28 @@ def pytest_configure(config: pytest.Config) -> None:
     run_dir = settings.run_dir_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     config.stash[SESSION_KEY] = LLMPerfSession(settings, profiles, selected, run_dir)
     _register_marker(config)
+    if selected and not settings.server_url:
+        _stop_servers_on_sigterm(config)
+
+
+def _stop_servers_on_sigterm(config: pytest.Config) -> None:
+    """SIGTERM to pytest (a CI runner cancelling the job) would end it without teardown and leave
+    the server holding its GPUs: turn it into KeyboardInterrupt, which pytest unwinds through the
+    fixtures' finalizers. Only when nobody else handles SIGTERM; restored at unconfigure."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends pytest at once
+        raise KeyboardInterrupt("SIGTERM: stopping the servers this run started")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
 
 
 def _register_marker(config: pytest.Config) -> None:

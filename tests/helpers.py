@@ -4,11 +4,13 @@ subprocesses on free ports, and helpers that write profile files for pytester pr
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import psutil
@@ -118,3 +120,21 @@ SPEEDUP_SUITE = THROUGHPUT_SUITE + """
 def test_speculative_speedup(llmperf_speedup):
     llmperf_speedup.check()
 """
+
+
+STANDIN = Path(__file__).resolve().parent / "standin" / "launch_server.py"
+
+
+def fake_sglang(root: Path, version: str) -> Path:
+    """A site directory holding a stand-in package ``sglang`` at ``version`` (with dist-info
+    metadata, which is where the plugin reads the version from). Put it on PYTHONPATH."""
+    site = root / f"site-{version}"
+    if site.exists():
+        return site
+    (site / "sglang").mkdir(parents=True)
+    (site / "sglang" / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    shutil.copy(STANDIN, site / "sglang" / "launch_server.py")
+    info = site / f"sglang-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    return site

@@ -16,6 +16,7 @@ import logging
 import os
 import random
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -76,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sim-crash-after-requests", type=int, default=0, help="fault knob: exit after N finished requests")
     g.add_argument("--sim-crash-while-loading", action="store_true", help="fault knob: exit half-way through loading")
     g.add_argument("--sim-stall-after-tokens", type=int, default=0, help="fault knob: streams hang after N tokens")
+    g.add_argument("--sim-children", type=int, default=0,
+                   help="start N child processes, as SGLang starts its scheduler and detokenizer")
+    g.add_argument("--sim-ignore-sigterm", action="store_true",
+                   help="fault knob: the server and its children ignore SIGTERM (only SIGKILL stops them)")
     g.add_argument("--sim-progress-cr", action="store_true",
                    help="draw progress bars with carriage returns, as SGLang 0.5.23 does")
     return p
@@ -487,7 +492,29 @@ async def _start_stream(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+def start_children(args: argparse.Namespace) -> list[subprocess.Popen]:
+    """Idle children named after the model (so a test can find them in the process table)."""
+    code = "import signal, sys, time\nwhile True: time.sleep(3600)"
+    return [subprocess.Popen([sys.executable, "-c", code, f"sim-child-{k}", args.model_path],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for k in range(args.sim_children)]
+
+
 async def serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
+    if args.sim_ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # inherited by the children
+    children = start_children(args)
+    if children:
+        log.info("started %d child processes: %s", len(children), " ".join(str(c.pid) for c in children))
+    try:
+        return await _serve(args, unmodeled)
+    finally:
+        for child in children:  # a clean shutdown takes its children with it, as SGLang's does
+            child.kill()
+            child.wait()
+
+
+async def _serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
     server = SimServer(args, unmodeled)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -512,7 +539,8 @@ async def serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
     # Like SGLang, SIGTERM before this point takes the default action (the process dies at once);
     # from here on it shuts down cleanly.
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        if not (sig == signal.SIGTERM and args.sim_ignore_sigterm):
+            loop.add_signal_handler(sig, stop.set)
     log.info(READY_LINE)
     await stop.wait()
     log.info("SIGTERM received. Shutting down the simulated server.")

@@ -8,30 +8,13 @@ interpreter for the installed SGLang version and adapts the profile's flags befo
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
-from tests.helpers import FAST_SIM_ARGS, THROUGHPUT_SUITE, processes_with
-
-STANDIN = Path(__file__).resolve().parents[1] / "standin" / "launch_server.py"
-
-
-def fake_sglang(root: Path, version: str) -> Path:
-    """A site directory holding a package ``sglang`` at ``version`` (with dist-info metadata)."""
-    site = root / f"site-{version}"
-    (site / "sglang").mkdir(parents=True)
-    (site / "sglang" / "__init__.py").write_text(f'__version__ = "{version}"\n')
-    shutil.copy(STANDIN, site / "sglang" / "launch_server.py")
-    info = site / f"sglang-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
-    return site
-
+from tests.helpers import FAST_SIM_ARGS, THROUGHPUT_SUITE, fake_sglang, processes_with
 
 def project(pytester, version: str | None, args: list[str]) -> str:
     marker = f"standin-{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,106 @@
+"""The SGLang lifecycle fault matrix, end to end with a stand-in ``sglang`` package.
+
+The stand-in logs like SGLang (``\\r`` progress bars), starts two child processes, and can crash
+while loading, ignore SIGTERM or crash after N requests. After every case no process of the
+stand-in may remain: checked against the process table, not assumed.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+
+from tests.helpers import THROUGHPUT_SUITE, fake_sglang, processes_with
+
+
+def project(pytester, *knobs: str, shutdown_timeout_s: float = 5, concurrency: str = "[1, 4]") -> str:
+    marker = f"standin-{uuid.uuid4().hex[:10]}"
+    args = ", ".join(f'"{a}"' for a in ["--tp-size", "1", "--sim-children", "2", "--sim-progress-cr",
+                                        "--sim-load-time", "0.5", "--sim-speed", "20", *knobs])
+    pytester.makefile(".toml", profiles=f"""
+        default = ["gpu"]
+
+        [profiles.gpu]
+        engine = "sglang"
+        model = "{marker}"
+        args = [{args}]
+        env = {{ PYTHONPATH = "{fake_sglang(pytester.path, '0.5.23')}" }}
+        concurrency = {concurrency}
+        runs = 2
+        output_len = 16
+        min_requests = 4
+        ready_timeout_s = 30
+        shutdown_timeout_s = {shutdown_timeout_s}
+        request_timeout_s = 10
+    """)
+    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
+    return marker
+
+
+def test_clean_run_with_children_leaves_nothing(pytester):
+    marker = project(pytester)
+    result = pytester.runpytest("--perf-update", "--perf-update-runs", "2")
+    result.assert_outcomes(passed=2)
+    (log,) = (pytester.path / ".llmperf" / "runs").glob("*/gpu.log")
+    assert "started 2 child processes" in log.read_text()
+    assert processes_with(marker) == []
+
+
+def test_crash_while_loading_fails_within_seconds_with_the_log_tail(pytester):
+    marker = project(pytester, "--sim-crash-while-loading")
+    started = time.monotonic()
+    result = pytester.runpytest()
+    assert time.monotonic() - started < 20
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*gpu: the server exited with code 1 while loading*",
+                                 "*Loading safetensors checkpoint shards:*"])
+    assert processes_with(marker) == []  # its orphaned children too (same process group)
+
+
+def test_sigterm_ignored_the_group_is_gone_after_the_grace(pytester):
+    marker = project(pytester, "--sim-ignore-sigterm", shutdown_timeout_s=2, concurrency="[1]")
+    started = time.monotonic()
+    result = pytester.runpytest("--perf-update", "--perf-update-runs", "2")
+    result.assert_outcomes(passed=1)
+    assert time.monotonic() - started < 25
+    assert processes_with(marker) == []
+
+
+def test_crash_mid_run_fails_the_test_with_the_tail_and_skips_the_rest(pytester):
+    marker = project(pytester, "--sim-crash-after-requests", "6", concurrency="[1, 4, 8]")
+    result = pytester.runpytest("--perf-update", "--perf-update-runs", "2", "-rs")
+    result.assert_outcomes(failed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*The remaining tests of profile gpu are skipped.*",
+                                 "SKIPPED*gpu: the server *"])
+    assert processes_with(marker) == []
+
+
+def test_sigterm_to_pytest_stops_the_server_and_its_children(pytester):
+    marker = project(pytester, concurrency="[1]")
+    pytester.makepyfile(test_perf="""
+        import time
+
+        def test_waits(llm_server):
+            time.sleep(120)
+    """)
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_perf.py"],
+                            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(processes_with(marker)) < 3 and time.monotonic() < deadline:  # server + 2 children
+            time.sleep(0.2)
+        assert len(processes_with(marker)) >= 3, "the stand-in never came up"
+        time.sleep(1.0)  # inside the test now
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "KeyboardInterrupt" in out or "SIGTERM" in out, out[-2000:]
+    assert processes_with(marker) == []
