@@ -98,6 +98,41 @@ def _with_concurrency(profile: Profile, levels: tuple[int, ...]) -> Profile:
     return replace(profile, concurrency=levels)
 
 
+class _ProgressLine:
+    """One updating terminal line while a server loads (a line per new stage when not a TTY)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.reporter = config.pluginmanager.get_plugin("terminalreporter")
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
+        self.stage: str | None = None
+
+    def __call__(self, message: str) -> None:
+        self._uncaptured(self._show, message)
+
+    def _uncaptured(self, write, *args) -> None:
+        if self.reporter is None:
+            return
+        if self.capture is not None:
+            with self.capture.global_and_fixture_disabled():  # fixture setup runs under output capture
+                write(*args)
+        else:
+            write(*args)
+
+    def _show(self, message: str) -> None:
+        stage = message.rsplit(",", 1)[0]
+        if self.reporter.isatty:
+            if self.stage is None:
+                self.reporter.write("\n")
+            self.reporter.rewrite(message, erase=True)
+        elif stage != self.stage:
+            self.reporter.write_line(message)
+        self.stage = stage
+
+    def finish(self) -> None:
+        if self.reporter is not None and self.reporter.isatty and self.stage is not None:
+            self._uncaptured(self.reporter.write, "\n")
+
+
 def _warn_if_unfair(session: LLMPerfSession, spec: Profile) -> None:
     """A speculative profile should differ from its base only in the speculative flags."""
     from pytest_llmperf.sglang_args import unfair_differences
@@ -222,11 +257,14 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
             handle = lifecycle.launch(llm_profile, session.run_dir)
             for note in handle.notes:
                 warnings.warn(LLMPerfWarning(f"{llm_profile.name}: {note}"), stacklevel=2)
+            progress = _ProgressLine(request.config)
             try:
-                lifecycle.wait_ready(handle)
+                lifecycle.wait_ready(handle, progress=progress)
             except BaseException:
                 lifecycle.stop(handle, grace_s=5.0)
                 raise
+            finally:
+                progress.finish()
         handle.info = lifecycle.fetch_info(handle)
     except ServerError as exc:
         failure = str(exc)

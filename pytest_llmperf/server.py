@@ -26,7 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 import psutil
@@ -226,9 +226,16 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
     return handle
 
 
-def wait_ready(handle: ServerHandle, timeout_s: float | None = None, poll_s: float = 0.25) -> None:
-    """Block until the health endpoint answers 200; fail fast if the process exits."""
+def wait_ready(handle: ServerHandle, timeout_s: float | None = None, poll_s: float = 0.25,
+               progress: Callable[[str], None] | None = None) -> None:
+    """Block until the health endpoint answers 200; fail fast if the process exits.
+
+    ``progress`` gets ``"<profile>: <stage from the log>, <seconds> s"`` about once a second.
+    """
+    from pytest_llmperf.load_progress import read_stage
+
     profile = handle.profile
+    last_report = 0.0
     timeout_s = profile.ready_timeout_s if timeout_s is None else timeout_s
     deadline = time.monotonic() + timeout_s
     url = handle.base_url + health_path(profile)
@@ -247,6 +254,9 @@ def wait_ready(handle: ServerHandle, timeout_s: float | None = None, poll_s: flo
             if time.monotonic() > deadline:
                 raise handle.failure(ServerStartError, f"was not ready after {timeout_s:g} s (ready_timeout_s): "
                                      f"{url} never answered 200", with_command=True)
+            if progress is not None and time.monotonic() - last_report >= 1.0:
+                last_report = time.monotonic()
+                progress(f"{profile.name}: {read_stage(handle.log_path) or 'starting'}, {elapsed:.0f} s")
             time.sleep(poll_s)
 
 

@@ -104,3 +104,12 @@ def test_sigterm_to_pytest_stops_the_server_and_its_children(pytester):
     assert proc.returncode != 0
     assert "KeyboardInterrupt" in out or "SIGTERM" in out, out[-2000:]
     assert processes_with(marker) == []
+
+
+def test_loading_progress_is_shown_while_the_server_loads(pytester):
+    marker = project(pytester, "--sim-load-time", "4", "--speculative-algorithm", "EAGLE3", concurrency="[1]")
+    result = pytester.runpytest_subprocess("--perf-update", "--perf-update-runs", "2")  # not a TTY: a line per stage
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["gpu: loading weights * % (*/11 shards), * s",
+                                 "gpu: capturing * CUDA graphs*, * s"])
+    assert processes_with(marker) == []
