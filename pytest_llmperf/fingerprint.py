@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import re
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import Any, Mapping
 
 from pytest_llmperf import __version__
 from pytest_llmperf.profiles import Profile
@@ -87,7 +88,7 @@ def hardware(profile: Profile) -> dict[str, Any]:
     """What the numbers depend on: ``sim`` for the simulation, GPUs via NVML, else the CPU."""
     if profile.engine == "sim":
         return {"key": "sim"}
-    gpus = nvml_gpus()
+    gpus = nvml_gpus({**os.environ, **profile.env})
     if gpus:
         name = gpus[0]
         return {"key": f"{len(gpus)}x{_slug(name)}", "gpu_model": name, "gpu_count": len(gpus)}
@@ -95,49 +96,30 @@ def hardware(profile: Profile) -> dict[str, Any]:
     return {"key": _slug(cpu), "cpu_model": cpu}
 
 
-def nvml_gpus() -> list[str]:
-    """Names of the GPUs this process can use (respecting CUDA_VISIBLE_DEVICES), or []."""
-    try:
-        import pynvml  # nvidia-ml-py: the `gpu` extra
-    except ImportError:
-        return []
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # no NVIDIA driver on this machine
-        return []
-    try:
-        import os
+def nvml_gpus(env: Mapping[str, str]) -> list[str]:
+    """Names of the GPUs a server with ``env`` uses (respecting CUDA_VISIBLE_DEVICES), or []."""
+    from pytest_llmperf.gpu import nvml, visible_indices
 
-        count = pynvml.nvmlDeviceGetCount()
-        indices = range(count)
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if visible is not None:
-            indices = [int(i) for i in visible.split(",") if i.strip().isdigit() and int(i) < count]
+    with nvml() as (pynvml, _):
+        if pynvml is None:
+            return []
         names = []
-        for i in indices:
+        for i in visible_indices(pynvml.nvmlDeviceGetCount(), env):
             name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
             names.append(name.decode() if isinstance(name, bytes) else str(name))
         return names
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def nvidia_versions() -> dict[str, Any]:
-    try:
-        import pynvml
-    except ImportError:
-        return {}
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return {}
-    try:
+    from pytest_llmperf.gpu import nvml
+
+    with nvml() as (pynvml, _):
+        if pynvml is None:
+            return {}
         driver = pynvml.nvmlSystemGetDriverVersion()
         cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
         return {"driver": driver.decode() if isinstance(driver, bytes) else driver,
                 "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}"}
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def installed_versions() -> dict[str, str]:

@@ -275,7 +275,10 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
     try:
         yield handle
     finally:
+        before = len(handle.notes)
         lifecycle.stop(handle)
+        for note in handle.notes[before:]:  # GPU memory still held after teardown
+            warnings.warn(LLMPerfWarning(note), stacklevel=2)
 
 
 @pytest.fixture

@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "fail_margin": 0.15,
     "warn_margin": 0.05,
     "base_profile": None,
+    "gpu_wait_s": 0.0,
 }
 PROFILE_FIELDS = ("extends", *DEFAULTS)
 
@@ -89,6 +90,8 @@ class Profile:
     warn_margin: float = 0.05
     #: A speculative profile's non-speculative counterpart (explicit, or found along ``extends``).
     base_profile: str | None = None
+    #: engine = "sglang": wait this long for other processes to free the GPUs before failing.
+    gpu_wait_s: float = 0.0
     extends: str | None = None
     #: Set on the second copy of a base profile under --perf-rebaseline (A/B/A): its points are
     #: measured for the drift between the two base measurements, not gated.
@@ -266,7 +269,8 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
     _check(where, "warmup", f["warmup"], lambda v: isinstance(v, bool), "true or false")
     for key in ("ready_timeout_s", "request_timeout_s"):
         _check(where, key, f[key], lambda v: _is_number(v) and v > 0, "a number of seconds > 0")
-    _check(where, "shutdown_timeout_s", f["shutdown_timeout_s"], lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
+    for key in ("shutdown_timeout_s", "gpu_wait_s"):
+        _check(where, key, f[key], lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
     for key in ("fail_margin", "warn_margin"):
         _check(where, key, f[key], lambda v: _is_number(v) and 0 < v < 1, "a fraction between 0 and 1, e.g. 0.15")
     if f["warn_margin"] > f["fail_margin"]:
@@ -323,6 +327,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         fail_margin=float(f["fail_margin"]),
         warn_margin=float(f["warn_margin"]),
         base_profile=f["base_profile"],
+        gpu_wait_s=float(f["gpu_wait_s"]),
         extends=parent,
     )
 

@@ -200,9 +200,12 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
 
         from pytest_llmperf.sglang_args import adapt
 
+        from pytest_llmperf import gpu
+
         version = sglang_version(profile)
         adapted = adapt(profile.args, version, where=f"{profile.source}: profile {profile.name!r}, field 'args'")
         profile, notes = replace(profile, args=tuple(adapted.args)), adapted.notes
+        notes += gpu.preflight(profile.name, profile.env, profile.gpu_wait_s)
     command = build_command(profile, host, port, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / f"{profile.name}.log"
@@ -333,6 +336,11 @@ def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
             pass
     psutil.wait_procs(descendants, timeout=10)
     _LIVE.pop(process.pid, None)
+    if handle.profile.engine == "sglang":
+        from pytest_llmperf import gpu
+
+        handle.notes += gpu.wait_released(handle.profile.name, [process.pid, *(p.pid for p in descendants)],
+                                          handle.profile.env)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
