@@ -13,6 +13,8 @@ import sys
 import time
 import uuid
 
+import pytest
+
 
 from tests.helpers import THROUGHPUT_SUITE, fake_sglang, processes_with
 
@@ -80,7 +82,8 @@ def test_crash_mid_run_fails_the_test_with_the_tail_and_skips_the_rest(pytester)
     assert processes_with(marker) == []
 
 
-def test_sigterm_to_pytest_stops_the_server_and_its_children(pytester):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_interrupting_pytest_stops_the_server_and_its_children(pytester, sig):
     marker = project(pytester, concurrency="[1]")
     pytester.makepyfile(test_perf="""
         import time
@@ -96,7 +99,7 @@ def test_sigterm_to_pytest_stops_the_server_and_its_children(pytester):
             time.sleep(0.2)
         assert len(processes_with(marker)) >= 3, "the stand-in never came up"
         time.sleep(1.0)  # inside the test now
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         out, _ = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
