@@ -233,12 +233,13 @@ def wait_ready(handle: ServerHandle, timeout_s: float | None = None, poll_s: flo
                progress: Callable[[str], None] | None = None) -> None:
     """Block until the health endpoint answers 200; fail fast if the process exits.
 
-    ``progress`` gets ``"<profile>: <stage from the log>, <seconds> s"`` about once a second.
+    ``progress`` gets ``"<profile>: <stage from the log>, <seconds> s"`` about once a second,
+    from the second second on (a server that is up at once shows nothing).
     """
     from pytest_llmperf.load_progress import read_stage
 
     profile = handle.profile
-    last_report = 0.0
+    last_report = time.monotonic() + 1.0
     timeout_s = profile.ready_timeout_s if timeout_s is None else timeout_s
     deadline = time.monotonic() + timeout_s
     url = handle.base_url + health_path(profile)

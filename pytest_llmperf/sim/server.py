@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sim-crash-after-requests", type=int, default=0, help="fault knob: exit after N finished requests")
     g.add_argument("--sim-crash-while-loading", action="store_true", help="fault knob: exit half-way through loading")
     g.add_argument("--sim-stall-after-tokens", type=int, default=0, help="fault knob: streams hang after N tokens")
+    g.add_argument("--sim-report-version", default=None,
+                   help="the version /server_info reports (a stand-in for a given SGLang release)")
     g.add_argument("--sim-children", type=int, default=0,
                    help="start N child processes, as SGLang starts its scheduler and detokenizer")
     g.add_argument("--sim-ignore-sigterm", action="store_true",
@@ -306,7 +308,7 @@ class SimServer:
             state["avg_spec_accept_length"] = accept
         return web.json_response({
             **self.server_args(), "status": "ready", "max_total_num_tokens": 812345, "max_req_input_len": 131066,
-            "internal_states": [state], "version": f"sim-{__version__}", "engine": "pytest_llmperf.sim",
+            "internal_states": [state], "version": self.args.sim_report_version or f"sim-{__version__}", "engine": "pytest_llmperf.sim",
         })
 
     async def flush_cache(self, request: web.Request) -> web.Response:

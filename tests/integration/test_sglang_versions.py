@@ -7,6 +7,7 @@ interpreter for the installed SGLang version and adapts the profile's flags befo
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -59,8 +60,10 @@ def test_the_stand_in_refuses_a_removed_flag_as_sglang_does(pytester):
 ])
 def test_flags_are_adapted_to_the_installed_version(pytester, version, expected, notes):
     marker = project(pytester, version, SEED_FLAGS)
-    result = pytester.runpytest("--perf-update", "--perf-update-runs", "2", "-W", "always")
+    result = pytester.runpytest("--perf-update", "--perf-update-runs", "2", "-W", "always", "--perf-json", "out.json")
     result.assert_outcomes(passed=1)
+    data = json.loads((pytester.path / "out.json").read_text())
+    assert data["fingerprint"]["soft"]["gpu"]["server_version"] == version  # from /server_info, as SGLang reports
     (cmd,) = (pytester.path / ".llmperf" / "runs").glob("*/gpu.cmd")
     assert f"-m sglang.launch_server --model-path {marker} --host 127.0.0.1 --port " in cmd.read_text()
     assert expected in cmd.read_text()

@@ -27,4 +27,4 @@ for new_flag in ("--cuda-graph-max-bs-decode", "--flashinfer-allreduce-fusion-ba
         refuse(f"unrecognized arguments: {new_flag}")
 if V < (0, 5, 11) and "--speculative-adaptive" in flags:
     refuse("unrecognized arguments: --speculative-adaptive")
-sys.exit(main(sys.argv[1:]))
+sys.exit(main([*sys.argv[1:], "--sim-report-version", VERSION]))
