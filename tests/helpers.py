@@ -77,9 +77,12 @@ def processes_with(marker: str) -> list[psutil.Process]:
 
 
 def write_profiles(pytester: pytest.Pytester, body: str = "", *, marker: str | None = None,
-                   concurrency: str = "[1, 4]", output_len: int = 16, runs: int = 2, extra_args: str = "",
+                   concurrency: str = "[1, 4]", output_len: int = 64, runs: int = 2, extra_args: str = "",
                    min_requests: int = 4, spec_args: str = "") -> str:
     """A profiles.toml with sim-base / sim-spec (fast) plus ``body``; returns the model marker.
+
+    64-token requests (about 30 ms at sim speed 20): long enough that a millisecond or two of
+    client scheduling on a busy 2-core machine stays well inside the client-bound check.
 
     The model path carries a unique marker so the test can find (or not find) its servers
     in the process table.

@@ -33,7 +33,7 @@ def project(pytester, *knobs: str, shutdown_timeout_s: float = 5, concurrency: s
         env = {{ PYTHONPATH = "{fake_sglang(pytester.path, '0.5.23')}" }}
         concurrency = {concurrency}
         runs = 2
-        output_len = 16
+        output_len = 64
         min_requests = 4
         ready_timeout_s = 30
         shutdown_timeout_s = {shutdown_timeout_s}

@@ -72,7 +72,7 @@ def test_measures_each_profile_and_level_and_writes_the_results_json(pytester, n
     assert len(point["values"]) == 2 and all(v > 0 for v in point["values"])
     run = point["runs"][0]
     assert run["output_tok_s"] == point["values"][0]
-    assert run["requests"] == 16 and run["failed_requests"] == 0 and run["output_tokens"] == 16 * 16
+    assert run["requests"] == 16 and run["failed_requests"] == 0 and run["output_tokens"] == 16 * 64
     assert run["ttft_s"]["p50"] > 0 and run["itl_s"]["p50"] > 0 and 1.5 < run["accept_length"] < 3
     assert points[("sim-base", "test_output_throughput", 4)]["runs"][0]["accept_length"] is None
     single = points[("sim-base", "test_single_stream", 1)]
@@ -208,7 +208,7 @@ def test_ini_keys_select_profiles_and_levels(pytester, no_leftovers):
     pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_profiles = sim-spec\n"
                      "llmperf_concurrency = 2\nllmperf_client_workers = 2\n")
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-    result = pytester.runpytest_subprocess("-v", "--perf-update")  # worker processes: keep them out of this process
+    result = pytester.runpytest_subprocess("-v", "--perf-update", "--perf-update-runs", "3")  # workers: own processes
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_output_throughput?sim-spec-C2? PASSED*"])
 

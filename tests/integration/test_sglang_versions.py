@@ -31,7 +31,7 @@ def project(pytester, version: str | None, args: list[str]) -> str:
         {env}
         concurrency = [1]
         runs = 2
-        output_len = 16
+        output_len = 64
         min_requests = 4
         ready_timeout_s = 30
         shutdown_timeout_s = 5
