@@ -119,11 +119,16 @@ class LLMPerf:
 
     @property
     def margins(self) -> dict[str, float]:
-        return {"fail_margin": self.profile.fail_margin, "warn_margin": self.profile.warn_margin, **self.marker}
+        return margins(self.profile, self.marker)
 
     def _update_command(self) -> str:
         path = self.nodeid.split("::")[0]
         return f"pytest {shlex.quote(path)} --llm-profile {self.profile.name} --perf-update"
+
+
+def margins(profile: Profile, marker: dict[str, float]) -> dict[str, float]:
+    """The profile's verdict margins, overridden by ``@pytest.mark.llmperf(...)`` on the test."""
+    return {"fail_margin": profile.fail_margin, "warn_margin": profile.warn_margin, **marker}
 
 
 def junit_properties(point: PointResult) -> list[tuple[str, object]]:

@@ -13,10 +13,10 @@ Everything here runs after the servers are gone; matplotlib is imported lazily a
 from __future__ import annotations
 
 import importlib.util
-import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from pytest_llmperf.report import finite_mean
 from pytest_llmperf.verdict import IMPROVE_MARGIN
 
 #: Colour-blind-safe (Okabe–Ito), one per profile in order of appearance.
@@ -82,10 +82,7 @@ def throughput(points: Sequence[Any], margins: dict[str, float], path: Path) -> 
     ax.set_ylim(bottom=0)
     ax.set_title("Output throughput per concurrency: runs, mean and golden band")
     ax.legend(fontsize=8, loc="upper left", frameon=False)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def speedup(analyses: Sequence[Any], path: Path) -> Path:
@@ -112,10 +109,7 @@ def speedup(analyses: Sequence[Any], path: Path) -> Path:
     ax.set_ylabel("speedup (speculative ÷ base output tok/s)")
     ax.set_title("Speculative decoding speedup, same run (shaded: speculation slower)")
     ax.legend(fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def latency(points: Sequence[Any], path: Path) -> Path:
@@ -127,19 +121,18 @@ def latency(points: Sequence[Any], path: Path) -> Path:
             color = PALETTE[k % len(PALETTE)]
             xs = [p.concurrency for p in pts]
             for q, style in (("p50", "o-"), ("p99", "s--")):
-                ys = [_mean([getattr(r, metric)[q] for r in p.runs]) * 1e3 for p in pts]
+                ys = [finite_mean(getattr(r, metric)[q] for r in p.runs) * 1e3 for p in pts]
                 ax.plot(xs, ys, style, color=color, ms=4, lw=1.4, label=f"{profile} {q}")
         _levels_axis(ax, levels)
         ax.set_yscale("log")
         ax.set_ylabel(f"{title} (ms, log scale)")
         ax.set_title(f"{title} p50 / p99 per concurrency")
         ax.legend(fontsize=8, frameon=False)
+    return _save(plt, fig, path)
+
+
+def _save(plt, fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path
-
-
-def _mean(values: Sequence[float]) -> float:
-    vals = [v for v in values if v is not None and math.isfinite(v)]
-    return sum(vals) / len(vals) if vals else math.nan

@@ -63,22 +63,42 @@ def table_lines(points: Sequence[PointResult]) -> list[str]:
     return lines
 
 
+SPEEDUP_COLUMNS = ("C", "speedup", "95 % CI", "", "accept", "break-even accept", "base drift", "gate")
+
+
+def speedup_rows(session, analysis) -> list[tuple[str, ...]]:
+    """One row of cells per level of an analysis (SPEEDUP_COLUMNS), with the gate's verdict."""
+    gates = {p.concurrency: p for p in session.speedups_of(analysis)}
+    rows = []
+    for sp in analysis.points:
+        drift = analysis.drift.get(sp.concurrency)
+        gate = gates.get(sp.concurrency)
+        rows.append((
+            str(sp.concurrency), f"{sp.ratio:.3f}\u00d7", f"[{sp.low:.3f}, {sp.high:.3f}]", sp.status,
+            "-" if sp.accept_length is None else f"{sp.accept_length:.2f}",
+            "-" if sp.break_even_accept is None else f"{sp.break_even_accept:.2f}",
+            "-" if drift is None else f"{signed_percent(drift - 1)} %",
+            (gate.verdict or "-") if gate else "-",
+        ))
+    return rows
+
+
+def verdict_counts(points) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for p in points:
+        counts[p.verdict or "measured"] = counts.get(p.verdict or "measured", 0) + 1
+    return counts
+
+
+def counts_line(counts: dict[str, int]) -> str:
+    return ", ".join(f"{counts[v]} {v}" for v in ORDER if v in counts)
+
+
 def speculative_lines(session) -> list[str]:
     """Per speculative profile and base measured in this run: speedup per level, crossover, advice."""
     lines: list[str] = []
     for analysis in session.analyses():
-        gates = {p.concurrency: p for p in session.speedups
-                 if p.profile == analysis.profile and p.base_profile == analysis.base_profile}
-        rows = [("C", "speedup", "95 % CI", "", "accept", "break-even accept", "base drift", "gate")]
-        for sp in analysis.points:
-            drift = analysis.drift.get(sp.concurrency)
-            rows.append((
-                str(sp.concurrency), f"{sp.ratio:.3f}\u00d7", f"[{sp.low:.3f}, {sp.high:.3f}]", sp.status,
-                "-" if sp.accept_length is None else f"{sp.accept_length:.2f}",
-                "-" if sp.break_even_accept is None else f"{sp.break_even_accept:.2f}",
-                "-" if drift is None else f"{signed_percent(drift - 1)} %",
-                (gates[sp.concurrency].verdict or "-") if sp.concurrency in gates else "-",
-            ))
+        rows = [SPEEDUP_COLUMNS, *speedup_rows(session, analysis)]
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines.append(f"{analysis.profile} vs {analysis.base_profile} ({test_name(analysis.test)}), same run:")
         lines += ["  " + "  ".join(c.rjust(w) if i in (0, 1, 4, 5, 6) else c.ljust(w)
@@ -90,11 +110,8 @@ def speculative_lines(session) -> list[str]:
 def verdict_lines(session, whole_suite: bool) -> list[tuple[str, str | None]]:
     """Counts per verdict, the rows that matter, what was written, and what to do next."""
     points = [*session.points, *session.speedups]
-    counts: dict[str, int] = {}
-    for p in points:
-        counts[p.verdict or "measured"] = counts.get(p.verdict or "measured", 0) + 1
-    lines: list[tuple[str, str | None]] = [
-        ("llmperf verdicts: " + ", ".join(f"{counts[v]} {v}" for v in ORDER if v in counts), None)]
+    counts = verdict_counts(points)
+    lines: list[tuple[str, str | None]] = [("llmperf verdicts: " + counts_line(counts), None)]
     for p in sorted(points, key=lambda p: ORDER.index(p.verdict or "measured")):
         verdict = p.verdict or "measured"
         if verdict == "INVALID":

@@ -14,11 +14,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_llmperf import plots
-from pytest_llmperf.report import ORDER, finite_mean, ms, test_name
+from pytest_llmperf.report import ORDER, counts_line, finite_mean, ms, speedup_rows, test_name, verdict_counts
 from pytest_llmperf.verdict import signed_percent
-
-PLOT_FILES = ("throughput.png", "speedup.png", "latency.png")
-
 
 def write(session: Any, directory: Path) -> list[str]:
     """Write the report; returns one line per file (or per thing that could not be written)."""
@@ -58,11 +55,7 @@ def _images(names: Sequence[str]) -> str:
 
 def markdown(session: Any) -> str:
     points = [*session.points, *session.speedups]
-    counts: dict[str, int] = {}
-    for p in points:
-        counts[p.verdict or "measured"] = counts.get(p.verdict or "measured", 0) + 1
-    lines = ["# LLM serving performance (pytest-llmperf)", "",
-             "**Verdicts:** " + ", ".join(f"{counts[v]} {v}" for v in ORDER if v in counts), ""]
+    lines = ["# LLM serving performance (pytest-llmperf)", "", "**Verdicts:** " + counts_line(verdict_counts(points)), ""]
     matter = [p for p in points if (p.verdict or "measured") not in ("PASS", "RECORDED", "measured")]
     if matter:
         lines += ["| verdict | point | detail |", "|---|---|---|"]
@@ -90,20 +83,10 @@ def markdown(session: Any) -> str:
                 f"{'-' if not math.isfinite(accept) else f'{accept:.2f}'} | {p.verdict or 'measured'} |")
         lines.append("")
     for a in session.analyses():
-        gates = {p.concurrency: p for p in session.speedups
-                 if p.profile == a.profile and p.base_profile == a.base_profile}
         lines += [f"## Speculative decoding: {a.profile} vs {a.base_profile} (same run)", "",
                   "| C | speedup | 95 % interval | | accept length | break-even accept | base drift | gate |",
                   "|---:|---:|---:|---|---:|---:|---:|---|"]
-        for sp in a.points:
-            drift = a.drift.get(sp.concurrency)
-            gate = gates.get(sp.concurrency)
-            lines.append(
-                f"| {sp.concurrency} | {sp.ratio:.3f}× | [{sp.low:.3f}, {sp.high:.3f}] | {sp.status} | "
-                f"{'-' if sp.accept_length is None else f'{sp.accept_length:.2f}'} | "
-                f"{'-' if sp.break_even_accept is None else f'{sp.break_even_accept:.2f}'} | "
-                f"{'-' if drift is None else signed_percent(drift - 1) + ' %'} | "
-                f"{(gate.verdict or '-') if gate else '-'} |")
+        lines += ["| " + " | ".join(row) + " |" for row in speedup_rows(session, a)]
         lines += ["", f"**Advice:** {a.advice()}", ""]
     if session.golden_notes:
         lines += ["## Goldens written", ""] + [f"- {_cell(n)}" for n in session.golden_notes] + [""]

@@ -181,11 +181,15 @@ class LLMPerfSession:
         fp = self.fingerprints.get(profile)
         return fp.soft.get("server_version") if fp else None
 
+    def speedups_of(self, analysis: Analysis) -> list[PointResult]:
+        """The speedup gate's points for this analysis (same pair, same measuring test)."""
+        return [p for p in self.speedups if p.profile == analysis.profile and p.base_profile == analysis.base_profile
+                and p.workload.get("of", "").split("[")[0] == analysis.test.split("[")[0]]
+
     def _speculative_json(self, analysis: Analysis) -> dict[str, Any]:
         gate = {str(p.concurrency): {"verdict": p.verdict, "ratio": p.ratio, "p_value": p.p_value,
                                      "golden": p.golden, "values": list(p.values), "message": p.message}
-                for p in self.speedups if p.profile == analysis.profile and p.base_profile == analysis.base_profile
-                and p.workload.get("of") and p.workload["of"].split("[")[0] == analysis.test.split("[")[0]}
+                for p in self.speedups_of(analysis)}
         return {**analysis.to_json(), "gate": gate}
 
 

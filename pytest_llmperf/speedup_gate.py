@@ -19,6 +19,7 @@ import pytest
 
 from pytest_llmperf import gate
 from pytest_llmperf.baseline import PendingRun, point_key
+from pytest_llmperf.bench import margins
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.session import LLMPerfSession, PointResult
 from pytest_llmperf.speculative import paired_ratios
@@ -43,9 +44,9 @@ class SpeedupGate:
         spec = self._measured(self.profile.name, of)
         base = self._measured(self.base.name, of)
         after = self._measured(f"{self.base.name}@after", of, required=False)
-        margins = {"fail_margin": self.profile.fail_margin, "warn_margin": self.profile.warn_margin, **self.marker}
-        fail_margin = fail_margin if fail_margin is not None else margins["fail_margin"]
-        warn_margin = warn_margin if warn_margin is not None else margins["warn_margin"]
+        defaults = margins(self.profile, self.marker)
+        fail_margin = fail_margin if fail_margin is not None else defaults["fail_margin"]
+        warn_margin = warn_margin if warn_margin is not None else defaults["warn_margin"]
 
         # A/B/A: each run's base is the geometric mean of the base's run k before and after.
         base_values = ([math.sqrt(b * a) for b, a in zip(base.values, after.values)] if after is not None

@@ -141,3 +141,31 @@ def fake_sglang(root: Path, version: str) -> Path:
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
     return site
+
+
+def write_sglang_profile(pytester: pytest.Pytester, args: list[str], *, version: str | None = "0.5.23",
+                         concurrency: str = "[1]", shutdown_timeout_s: float = 5, request_timeout_s: float = 10) -> str:
+    """Profile ``gpu`` with engine = "sglang" on the stand-in package at ``version`` (None: no
+    SGLang installed) and the throughput suite; returns the model marker."""
+    marker = f"standin-{uuid.uuid4().hex[:10]}"
+    env = f'env = {{ PYTHONPATH = "{fake_sglang(pytester.path, version)}" }}' if version else ""
+    quoted = ", ".join(f'"{a}"' for a in args)
+    pytester.makefile(".toml", profiles=textwrap.dedent(f"""
+        default = ["gpu"]
+
+        [profiles.gpu]
+        engine = "sglang"
+        model = "{marker}"
+        args = [{quoted}]
+        {env}
+        concurrency = {concurrency}
+        runs = 2
+        output_len = 64
+        min_requests = 4
+        ready_timeout_s = 30
+        shutdown_timeout_s = {shutdown_timeout_s}
+        request_timeout_s = {request_timeout_s}
+    """))
+    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
+    return marker

@@ -11,37 +11,18 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
 
-from tests.helpers import THROUGHPUT_SUITE, fake_sglang, processes_with
+from tests.helpers import processes_with, write_sglang_profile
 
 
 def project(pytester, *knobs: str, shutdown_timeout_s: float = 5, concurrency: str = "[1, 4]") -> str:
-    marker = f"standin-{uuid.uuid4().hex[:10]}"
-    args = ", ".join(f'"{a}"' for a in ["--tp-size", "1", "--sim-children", "2", "--sim-progress-cr",
-                                        "--sim-load-time", "0.5", "--sim-speed", "20", *knobs])
-    pytester.makefile(".toml", profiles=f"""
-        default = ["gpu"]
-
-        [profiles.gpu]
-        engine = "sglang"
-        model = "{marker}"
-        args = [{args}]
-        env = {{ PYTHONPATH = "{fake_sglang(pytester.path, '0.5.23')}" }}
-        concurrency = {concurrency}
-        runs = 2
-        output_len = 64
-        min_requests = 4
-        ready_timeout_s = 30
-        shutdown_timeout_s = {shutdown_timeout_s}
-        request_timeout_s = 10
-    """)
-    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
-    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-    return marker
+    """The stand-in SGLang 0.5.23 with two children and \\r progress bars, plus ``knobs``."""
+    return write_sglang_profile(pytester, ["--tp-size", "1", "--sim-children", "2", "--sim-progress-cr",
+                                           "--sim-load-time", "0.5", "--sim-speed", "20", *knobs],
+                                concurrency=concurrency, shutdown_timeout_s=shutdown_timeout_s)
 
 
 def test_clean_run_with_children_leaves_nothing(pytester):

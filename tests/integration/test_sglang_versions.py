@@ -11,34 +11,13 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 
 import pytest
 
-from tests.helpers import FAST_SIM_ARGS, THROUGHPUT_SUITE, fake_sglang, processes_with
+from tests.helpers import FAST_SIM_ARGS, fake_sglang, processes_with, write_sglang_profile
 
 def project(pytester, version: str | None, args: list[str]) -> str:
-    marker = f"standin-{uuid.uuid4().hex[:10]}"
-    env = f'env = {{ PYTHONPATH = "{fake_sglang(pytester.path, version)}" }}' if version else ""
-    quoted = ", ".join(f'"{a}"' for a in [*args, *FAST_SIM_ARGS])
-    pytester.makefile(".toml", profiles=f"""
-        default = ["gpu"]
-
-        [profiles.gpu]
-        engine = "sglang"
-        model = "{marker}"
-        args = [{quoted}]
-        {env}
-        concurrency = [1]
-        runs = 2
-        output_len = 64
-        min_requests = 4
-        ready_timeout_s = 30
-        shutdown_timeout_s = 5
-    """)
-    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
-    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-    return marker
+    return write_sglang_profile(pytester, [*args, *FAST_SIM_ARGS], version=version)
 
 
 SEED_FLAGS = ["--tp", "1", "--cuda-graph-max-bs", "8", "--enable-flashinfer-allreduce-fusion"]
