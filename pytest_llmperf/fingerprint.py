@@ -5,8 +5,10 @@
   server's own resolved arguments (SGLang's ``/server_info`` less volatile fields), and, per
   point, the workload (API, output length, requests per run, prompt-set hash).
 - **soft** keys are recorded and diffed, never blocking: versions of the server, sglang,
-  flashinfer, torch, CUDA, the driver, NCCL, Python and this plugin. The nightly tests new
-  SGLang versions, so versions must not block.
+  flashinfer, torch, CUDA, the driver, NCCL, Python and this plugin, and for a launched
+  ``command`` engine the digest of its executable (two builds of one llama.cpp commit report
+  the same version but may serve at different speeds). The nightly tests new SGLang versions,
+  so versions must not block.
 
 GPU facts come from NVML (``nvidia-ml-py``, optional, imported lazily).
 """
@@ -18,6 +20,7 @@ import json
 import os
 import platform
 import re
+import shutil
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Mapping
@@ -52,8 +55,9 @@ class Fingerprint:
         return {"hard": self.hard, "soft": self.soft, "comparability_hash": self.comparability_hash}
 
 
-def take(profile: Profile, server_info: dict[str, Any]) -> Fingerprint:
-    """The server's fingerprint (each point adds its workload definition as a hard key)."""
+def take(profile: Profile, server_info: dict[str, Any], command: list[str] | None = None) -> Fingerprint:
+    """The server's fingerprint (each point adds its workload definition as a hard key);
+    ``command`` is the launched command line (none when attached)."""
     sglang_info = server_info.get("/server_info") or server_info.get("/get_server_info") or {}
     props = server_info.get("/props") or {}
     hard = {
@@ -64,12 +68,25 @@ def take(profile: Profile, server_info: dict[str, Any]) -> Fingerprint:
     }
     soft: dict[str, Any] = {
         "server_version": sglang_info.get("version") or props.get("build_info"),
+        "server_binary": executable_digest(command) if profile.engine == "command" and command else None,
         "pytest_llmperf": __version__,
         "python": platform.python_version(),
         "packages": installed_versions(),
         **nvidia_versions(),
     }
     return Fingerprint(hard, {k: v for k, v in soft.items() if v not in (None, {})})
+
+
+def executable_digest(command: list[str]) -> str | None:
+    """``name sha256:<16 hex>`` of the file ``command`` executes, or None if it is not a file."""
+    path = shutil.which(command[0]) or command[0]
+    if not os.path.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return f"{os.path.basename(path)} sha256:{digest.hexdigest()[:16]}"
 
 
 def normalized_server_args(info: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The golden side of a check, shared by measured points and speculative speedups.
 
 ``lookup`` finds a point's golden entry or fails the test (unusable file, MISSING,
-INCOMPARABLE); ``conclude`` turns a verdict into the point's outcome and, if it does not pass,
+INCOMPARABLE) and notes what changed in the soft fingerprint; ``conclude`` turns a verdict into the point's outcome and, if it does not pass,
 a test failure; ``record`` queues the point for its golden file under ``--perf-update``,
 refusing to replace a golden with a worse one unless the user says why.
 """
@@ -44,6 +44,8 @@ def lookup(session: LLMPerfSession, point: PointResult, update_command: str) -> 
             + f"\n  If the change is intended, re-record (and review the diff): {update_command}",
             pytrace=False,
         )
+    point.environment_changes = fingerprint.diff(golden["fingerprint"].get("soft", {}),
+                                                 session.fingerprints[point.profile].soft)
     return path, entry
 
 
@@ -57,7 +59,9 @@ def conclude(point: PointResult, verdict: Verdict, entry: dict[str, Any], path: 
     point.p_value = verdict.p_drop if verdict.ratio < 1 else verdict.p_gain
     point.message = describe(point.label, point.summary.mean, gold_mean, verdict, fail_margin, unit=point.unit)
     if not verdict.passed:
-        pytest.fail(point.message, pytrace=False)
+        changes = "".join(f"\n    {line}" for line in point.environment_changes)
+        pytest.fail(point.message + (f"\n  Changed since the golden (not blocking):{changes}" if changes else ""),
+                    pytrace=False)
 
 
 def record(session: LLMPerfSession, point: PointResult, runs: list[PendingRun], warn_margin: float) -> None:

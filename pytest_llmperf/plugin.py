@@ -271,7 +271,7 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
     if failure is not None:
         pytest.fail(failure, pytrace=False)  # outside the except: no "during handling" chain in the report
     session.servers[llm_profile.name] = handle
-    session.fingerprints[llm_profile.name] = fingerprint.take(llm_profile, handle.info)
+    session.fingerprints[llm_profile.name] = fingerprint.take(llm_profile, handle.info, handle.command)
     try:
         yield handle
     finally:

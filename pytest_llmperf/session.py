@@ -49,6 +49,9 @@ class PointResult:
     samples: tuple[float, ...] | None = None
     base_profile: str | None = None
     notes: list[str] = field(default_factory=list)  # problems that are not a run's (e.g. A/B/A drift)
+    #: Soft fingerprint keys that differ from the golden's (versions, the server binary): never
+    #: blocking, but the first thing to look at when a point fails.
+    environment_changes: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -89,6 +92,7 @@ class PointResult:
             "values": list(self.values), "runs": [r.to_json() for r in self.runs], "launch_id": self.launch_id,
             "workload": self.workload, "golden": self.golden, "ratio": self.ratio, "p_value": self.p_value,
             "verdict": self.verdict, "message": self.message, "problems": self.problems,
+            "environment_changes": self.environment_changes,
         }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import sys
 
@@ -75,13 +76,18 @@ def test_record_then_gate(pytester, project):
         result.stdout.fnmatch_lines(["llmperf verdicts: *PASS*"])
         assert "FAIL" not in result.stdout.str()
 
-    # 30 % slower: every point fails, in the test, with the figures.
+    # 30 % slower: every point fails, in the test, with the figures and with what changed in the
+    # environment since the golden (here its Python, as after an image upgrade).
+    data["fingerprint"]["soft"]["python"] = "3.10.0"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     with_knob(pytester, project, "0.7")
     result = pytester.runpytest()
     result.assert_outcomes(failed=2)
     for c in (1, 4):
         result.stdout.fnmatch_lines([
             f"sim-base C={c}: * tok/s vs golden * (\u2212*%, p=*, n=* vs 6) \u2014 FAIL, margin 15 %",
+            "  Changed since the golden (not blocking):",
+            f'    python: "3.10.0" \u2192 "{platform.python_version()}"',
         ])
     result.stdout.fnmatch_lines(["llmperf verdicts: 2 FAIL"])
 

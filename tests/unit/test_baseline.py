@@ -62,6 +62,24 @@ def test_fingerprint_diff_names_each_changed_leaf():
     assert fingerprint.diff(old, old) == []
 
 
+def test_a_launched_command_engine_records_its_executables_digest(tmp_path):
+    import hashlib
+
+    from pytest_llmperf.profiles import load_profiles
+
+    binary = tmp_path / "llama-server"
+    binary.write_bytes(b"build with -O1" * 1000)
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text(f'[profiles.c]\nengine = "command"\ncommand = ["{binary}", "--port", "{{port}}"]\n')
+    profile = load_profiles(profiles).profiles["c"]
+    soft = fingerprint.take(profile, {}, [str(binary), "--port", "1"]).soft
+    assert soft["server_binary"] == f"llama-server sha256:{hashlib.sha256(binary.read_bytes()).hexdigest()[:16]}"
+    binary.write_bytes(b"build with -O3" * 1000)  # a rebuild of the same version: a soft difference
+    assert fingerprint.take(profile, {}, [str(binary)]).soft["server_binary"] != soft["server_binary"]
+    assert "server_binary" not in fingerprint.take(profile, {}, None).soft  # attached: nothing to hash
+    assert fingerprint.executable_digest([str(tmp_path / "missing")]) is None
+
+
 def test_volatile_server_fields_are_not_hard_keys():
     info = {"port": 30001, "random_seed": 12345, "tp_size": 8, "version": "0.5.9", "internal_states": [{}]}
     assert fingerprint.normalized_server_args(info) == {"tp_size": 8}
