@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from pytest_llmperf import gate
-from pytest_llmperf.baseline import PendingRun
+from pytest_llmperf.baseline import GoldenError, PendingRun
 from pytest_llmperf.errors import ServerDiedError
 from pytest_llmperf.loadgen import LevelPlan, Workload, flush_cache
 from pytest_llmperf.metrics import summarize_run
@@ -61,9 +61,20 @@ class LLMPerf:
             workload={**workload.describe(), "requests_per_run": n_requests},
         )
         self.measured.append(point)
+        self._fail_if_golden_unusable()
         point.runs = self._runs(workload, LevelPlan(concurrency, n_requests, runs, profile.warmup))
         self.session.record(point)
         return point
+
+    def _fail_if_golden_unusable(self) -> None:
+        """A corrupt golden file fails before the measurement, not after minutes of it."""
+        __tracebackhide__ = True
+        if self.profile.rebaseline_of:
+            return  # never gated
+        try:
+            self.session.golden(self.profile.name)
+        except GoldenError as exc:
+            pytest.fail(str(exc), pytrace=False)
 
     def _runs(self, workload: Workload, plan: LevelPlan) -> list:
         __tracebackhide__ = True

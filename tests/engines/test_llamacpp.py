@@ -53,16 +53,17 @@ def test_real_engine_counts_validity_and_verdict_against_the_ci_golden(project, 
     without one, a golden is recorded first into a scratch directory (and the test says so)."""
     key = fingerprint.hardware(llama_profile)["key"]
     committed = REPO / "baselines" / "llamacpp-smollm2" / f"{key}.json"
-    args = ["perf_suites", "--llm-profile", "llamacpp-smollm2", "--llm-concurrency", "1,4", "-k", "output_throughput",
+    # C=4 only: it batches 4 slots, and a level costs about 30 s of CI time on 2 cores.
+    args = ["perf_suites", "--llm-profile", "llamacpp-smollm2", "--llm-concurrency", "4", "-k", "output_throughput",
             "--perf-json", "out.json"]
     if not committed.exists():
         print(f"no committed golden for CPU class {key!r}: recording one into a scratch directory first")
         scratch = str(project.path / "scratch")
         project.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "3",
-                                     "--perf-baseline-dir", scratch).assert_outcomes(passed=2)
+                                     "--perf-baseline-dir", scratch).assert_outcomes(passed=1)
         args += ["--perf-baseline-dir", scratch]
     result = project.runpytest_subprocess(*args)
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["llmperf verdicts: *"])
     data = json.loads((project.path / "out.json").read_text())
     assert data["profiles"]["llamacpp-smollm2"]["server_info"]["/v1/models"]["data"][0]["id"] == "smollm2"
