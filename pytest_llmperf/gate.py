@@ -1,9 +1,10 @@
 """The golden side of a check, shared by measured points and speculative speedups.
 
 ``lookup`` finds a point's golden entry or fails the test (unusable file, MISSING,
-INCOMPARABLE) and notes what changed in the soft fingerprint; ``conclude`` turns a verdict into the point's outcome and, if it does not pass,
-a test failure; ``record`` queues the point for its golden file under ``--perf-update``,
-refusing to replace a golden with a worse one unless the user says why.
+INCOMPARABLE) and notes what changed in the soft fingerprint; ``conclude`` turns a verdict
+into the point's outcome and, if it does not pass, a test failure that names those changes;
+``record`` queues the point for its golden file under ``--perf-update``, refusing to replace a
+golden with a worse one unless the user says why.
 """
 
 from __future__ import annotations
