@@ -39,9 +39,10 @@ from types import SimpleNamespace
 import httpx
 import psutil
 
-from pytest_llmperf import metrics
-from pytest_llmperf.loadgen import LevelPlan, Workload, measure_level, measure_level_async
-from pytest_llmperf.server import free_port
+from pytest_llmperf.core import metrics
+from pytest_llmperf.engines.lifecycle import free_port
+from pytest_llmperf.load.loadgen import LevelPlan, measure_level, measure_level_async
+from pytest_llmperf.load.workload import Workload
 
 PACED_ITL_MS = 20.0
 

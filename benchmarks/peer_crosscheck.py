@@ -28,13 +28,14 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from client_ceiling import run_aiperf  # noqa: E402
+from client_ceiling import run_aiperf
 
-from pytest_llmperf import metrics  # noqa: E402
-from pytest_llmperf.loadgen import LevelPlan, Workload, measure_level  # noqa: E402
-from pytest_llmperf.profiles import load_profiles  # noqa: E402
-from pytest_llmperf.prompts import default_prompts  # noqa: E402
-from pytest_llmperf.server import build_command, free_port, wait_for_health  # noqa: E402
+from pytest_llmperf.core import metrics
+from pytest_llmperf.engines.lifecycle import build_command, free_port, wait_for_health
+from pytest_llmperf.load.loadgen import LevelPlan, measure_level
+from pytest_llmperf.load.prompts import default_prompts
+from pytest_llmperf.load.workload import Workload
+from pytest_llmperf.profiles import load_profiles
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT_LEN = 64

@@ -1,4 +1,4 @@
-"""Operating characteristics of the implemented verdict (pytest_llmperf.verdict), two ways.
+"""Operating characteristics of the implemented verdict (pytest_llmperf.core.verdict), two ways.
 
 1. Monte-Carlo (default): golden = 10 runs from 2 server launches × 5; candidate = 3 runs from
    one launch, extended 3 → 6 → 10 while UNCERTAIN, exactly as ``LLMPerf.check`` does. Runs are
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_llmperf.verdict import STAGES, decide
+from pytest_llmperf.core.verdict import STAGES, decide
 
 CVS = (0.01, 0.03, 0.05)
 DROPS = (0.0, 0.10, 0.20, 0.30)

@@ -12,7 +12,8 @@ def test_output_throughput(llmperf, llm_concurrency):
 
 
 def test_single_stream(llmperf, llm_profile):
-    """The seeds' script: one stream after a warm-up, several runs, tokens ÷ seconds per request."""
+    """The hand-run benchmark script's figure: one stream after a warm-up, several runs,
+    tokens ÷ seconds per request."""
     point = llmperf.measure(concurrency=1, runs=max(3, llm_profile.runs), metric="request_tok_s")
     llmperf.check(point)
 

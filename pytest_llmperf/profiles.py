@@ -5,17 +5,24 @@ to speak and how to load it (concurrency levels, runs, output length). ``extends
 profile inherit another's fields, so two profiles differ in exactly what is compared:
 lists are replaced, ``extra_args`` is appended to the inherited ``args``, ``env`` is merged.
 
+Engines: ``sglang`` (``<python> -m sglang.launch_server``), ``sim`` (the simulated engine),
+``llamacpp`` (llama.cpp's ``llama-server``: ``binary`` and a GGUF ``model``) and ``command``
+(any server, started from ``command`` with ``{host}``/``{port}`` placeholders). Relative
+``binary`` paths, and a ``llamacpp`` model path, are relative to the profiles file.
+
 Every error names the file, the profile, the field and what is allowed.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import string
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pytest_llmperf.errors import ProfileError
 
@@ -24,13 +31,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-ENGINES = ("sglang", "sim", "command")
+ENGINES = ("sglang", "sim", "llamacpp", "command")
 APIS = ("sglang", "openai")
-#: Placeholders a ``command`` (and a command profile's ``model``) may use; the launcher fills them
-#: in. ``llama_server`` and ``smollm2_gguf`` are found under ``.llama/`` next to the profiles
-#: file (``scripts/install-llama-server.sh`` puts them there) or from $LLMPERF_LLAMA_SERVER /
-#: $LLMPERF_SMOLLM2_GGUF.
-COMMAND_PLACEHOLDERS = ("host", "port", "model", "python", "run_dir", "llama_server", "smollm2_gguf")
+#: Placeholders a ``command`` (and a command profile's ``model``) may use; the launcher fills them in.
+COMMAND_PLACEHOLDERS = ("host", "port", "model", "python", "run_dir")
+#: Where each engine answers 200 once it can serve. SGLang's /health_generate runs a real
+#: one-token generation; llama.cpp's /health answers 503 while the model loads.
+HEALTH_PATHS = {"sglang": "/health_generate", "sim": "/health_generate", "llamacpp": "/health", "command": "/health"}
+#: Flags that make a server speculative, per engine (``speculative = true|false`` overrides).
+SPECULATIVE_FLAGS = {"sglang": ("--speculative-algorithm",), "sim": ("--speculative-algorithm",),
+                     "llamacpp": ("-md", "--model-draft"), "command": ("--speculative-algorithm", "-md", "--model-draft")}
 
 #: Fields and their defaults; a field missing here is not a profile field.
 DEFAULTS: dict[str, Any] = {
@@ -43,6 +53,9 @@ DEFAULTS: dict[str, Any] = {
     "env": {},
     "extra_body": {},
     "command": None,
+    "binary": "llama-server",
+    "health_path": None,
+    "speculative": None,
     "host": "127.0.0.1",
     "api": "sglang",
     "concurrency": [1, 2, 5, 10, 30, 70, 100, 250],
@@ -76,6 +89,12 @@ class Profile:
     #: Extra JSON fields merged into every request body (engine-specific sampling or cache knobs).
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     command: tuple[str, ...] | None = None
+    #: engine = "llamacpp": the ``llama-server`` executable (a path, or a name on PATH).
+    binary: str = "llama-server"
+    #: The readiness endpoint; None: the engine's (see HEALTH_PATHS).
+    health_path: str | None = None
+    #: Whether the server speculates; None: detected from the engine's flags.
+    speculative_setting: bool | None = None
     host: str = "127.0.0.1"
     api: str = "sglang"
     concurrency: tuple[int, ...] = (1, 2, 5, 10, 30, 70, 100, 250)
@@ -93,9 +112,9 @@ class Profile:
     #: engine = "sglang": wait this long for other processes to free the GPUs before failing.
     gpu_wait_s: float = 0.0
     extends: str | None = None
-    #: Set on the second copy of a base profile under --perf-rebaseline (A/B/A): its points are
+    #: Set on the second copy of a base profile under --perf-aba (A/B/A): its points are
     #: measured for the drift between the two base measurements, not gated.
-    rebaseline_of: str | None = None
+    remeasure_of: str | None = None
 
     def requests_per_run(self, concurrency: int) -> int:
         """N = max(floor, 4·C): enough waves that the ramp-down tail stays small."""
@@ -103,7 +122,22 @@ class Profile:
 
     @property
     def speculative(self) -> bool:
-        return "--speculative-algorithm" in self.args
+        if self.speculative_setting is not None:
+            return self.speculative_setting
+        flags = SPECULATIVE_FLAGS[self.engine]
+        return any(arg.split("=", 1)[0] in flags for arg in (*self.args, *(self.command or ())))
+
+    @property
+    def readiness_path(self) -> str:
+        return self.health_path or HEALTH_PATHS[self.engine]
+
+    def path_field(self, value: str, *, command: bool = False) -> str:
+        """A path written in the profile: ``~`` expanded, relative to the profiles file. With
+        ``command``, a bare name (no ``/``) stays as it is, to be looked up on PATH."""
+        expanded = os.path.expanduser(value)
+        if os.path.isabs(expanded) or (command and os.sep not in expanded):
+            return expanded
+        return str(self.source.parent / expanded)
 
 
 @dataclass(frozen=True)
@@ -224,14 +258,14 @@ def _with_base(path: Path, profiles: Mapping[str, Profile], profile: Profile) ->
     base = profile.base_profile
     if base is not None:
         if not profile.speculative:
-            raise ProfileError(f"{where}: only a speculative profile (with --speculative-algorithm) has a base; "
-                               "remove the field.")
+            raise ProfileError(f"{where}: only a speculative profile (with --speculative-algorithm, or "
+                               "speculative = true) has a base; remove the field.")
         if not isinstance(base, str) or base not in profiles:
             raise ProfileError(f"{where}: {base!r} is not a profile in this file. "
                                f"Available profiles: {', '.join(sorted(profiles))}.")
         if profiles[base].speculative:
-            raise ProfileError(f"{where}: {base!r} is speculative itself; name the profile without "
-                               "--speculative-algorithm that this one is compared with.")
+            raise ProfileError(f"{where}: {base!r} is speculative itself; name the non-speculative profile "
+                               "that this one is compared with.")
         return profile
     if not profile.speculative:
         return profile
@@ -242,7 +276,8 @@ def _with_base(path: Path, profiles: Mapping[str, Profile], profile: Profile) ->
 
 
 def _as_fields(profile: Profile) -> dict[str, Any]:
-    fields = {key: getattr(profile, key) for key in DEFAULTS if key != "extra_args"}
+    fields = {key: getattr(profile, key) for key in DEFAULTS if key not in ("extra_args", "speculative")}
+    fields["speculative"] = profile.speculative_setting
     fields["args"] = list(profile.args)
     fields["concurrency"] = list(profile.concurrency)
     fields["env"] = dict(profile.env)
@@ -259,6 +294,12 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
     _check(where, "python", f["python"], lambda v: v is None or (isinstance(v, str) and v), "a path to a Python interpreter")
     _check(where, "host", f["host"], lambda v: isinstance(v, str) and v, "a host name or address, e.g. \"127.0.0.1\"")
     _check(where, "description", f["description"], lambda v: isinstance(v, str), "a string")
+    _check(where, "binary", f["binary"], lambda v: isinstance(v, str) and v,
+           "the llama-server executable: a path (relative to this file) or a name on PATH")
+    _check(where, "health_path", f["health_path"], lambda v: v is None or (isinstance(v, str) and v.startswith("/")),
+           "a URL path that answers 200 once the server is ready, e.g. \"/health\"")
+    _check(where, "speculative", f["speculative"], lambda v: v is None or isinstance(v, bool),
+           "true or false (default: detected from the engine's flags)")
     _check(
         where, "concurrency", f["concurrency"],
         lambda v: isinstance(v, list) and v and all(_is_pos_int(c) for c in v) and len(set(v)) == len(v),
@@ -279,12 +320,17 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
             f"{f['fail_margin']}; a warning must trigger before a failure."
         )
 
-    for i, arg in enumerate(f["args"]):
+    for arg in f["args"]:
         flag = arg.split("=", 1)[0]
-        if f["engine"] != "command" and flag in ("--port", "--host", "--model-path", "--model"):
+        if f["engine"] in ("sglang", "sim") and flag in ("--port", "--host", "--model-path", "--model"):
             raise ProfileError(
                 f"{where}, field 'args': {flag} is set by the plugin (a free port on `host`, `model` as "
                 f"--model-path); remove it from args{' and use the host field' if flag == '--host' else ''}."
+            )
+        if f["engine"] == "llamacpp" and flag in ("--port", "--host", "-m", "--model"):
+            raise ProfileError(
+                f"{where}, field 'args': {flag} is set by the plugin (a free port on `host`, `model` as -m); "
+                "remove it from args."
             )
     command = f["command"]
     if f["engine"] == "command":
@@ -314,6 +360,9 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         env=dict(f["env"]),
         extra_body=dict(f["extra_body"]),
         command=tuple(command) if command is not None else None,
+        binary=f["binary"],
+        health_path=f["health_path"],
+        speculative_setting=f["speculative"],
         host=f["host"],
         api=f["api"],
         concurrency=tuple(f["concurrency"]),
@@ -332,7 +381,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
     )
 
 
-def _check(where: str, key: str, value: Any, ok, allowed: str) -> None:
+def _check(where: str, key: str, value: Any, ok: Callable[[Any], Any], allowed: str) -> None:
     if not ok(value):
         raise ProfileError(f"{where}, field {key!r}: got {value!r}; expected {allowed}.")
 
@@ -355,6 +404,6 @@ def _is_str_map(v: Any) -> bool:
     return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
 
 
-def _did_you_mean(word: str, choices) -> str:
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" Did you mean {close[0]!r}?" if close else ""

@@ -10,13 +10,23 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 TRANSPORTS = ("aiohttp", "httpx")
 
-# (option, ini key, help, metavar, default)
-OPTIONS = (
+
+class Option(NamedTuple):
+    flag: str
+    ini: str
+    help: str
+    metavar: str
+    default: str | None
+
+
+#: Every option with a value, and its ini key: the one place their defaults are written.
+OPTIONS = tuple(Option(*row) for row in (
     ("--llm-profile", "llmperf_profiles",
      "Profiles to run, comma-separated; repeatable. Default: ini llmperf_profiles, else the profiles "
      "file's `default`.", "NAME[,NAME...]", None),
@@ -32,7 +42,7 @@ OPTIONS = (
     ("--perf-benchmark-json", "llmperf_benchmark_json",
      "Write the runs as pytest-benchmark JSON (readable by `pytest-benchmark compare`) to PATH.", "PATH", None),
     ("--perf-drift-margin", "llmperf_drift_margin",
-     "With --perf-rebaseline: largest base drift (before vs after) that keeps a speedup valid.", "FRACTION",
+     "With --perf-aba: largest base drift (before vs after) that keeps a speedup valid.", "FRACTION",
      "0.05"),
     ("--perf-baseline-dir", "llmperf_baseline_dir", "Where golden baselines live: <dir>/<profile>/<hardware>.json.",
      "PATH", "baselines"),
@@ -46,7 +56,8 @@ OPTIONS = (
      "aiohttp"),
     ("--llm-client-workers", "llmperf_client_workers",
      "Load-generator processes; C is split across them. Raise it when runs are flagged client-bound.", "N", "1"),
-)
+))
+DEFAULTS = {option.ini: option.default for option in OPTIONS}
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -59,10 +70,11 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--perf-accept-worse", dest="llmperf_accept_worse", metavar="REASON", default=None,
                     help="With --perf-update: allow replacing a golden with a worse one; REASON is stored "
                          "in the golden's history.")
-    group.addoption("--perf-rebaseline", action="store_true", default=None, dest="llmperf_rebaseline",
+    group.addoption("--perf-aba", "--perf-rebaseline", action="store_true", default=None, dest="llmperf_aba",
                     help="Measure each speculative profile's base before and after it (A/B/A) and report the "
-                         "base's drift; drift beyond --perf-drift-margin makes the speedup INVALID.")
-    parser.addini("llmperf_rebaseline", "Like --perf-rebaseline.", type="bool", default=False)
+                         "base's drift; drift beyond --perf-drift-margin makes the speedup INVALID. "
+                         "(--perf-rebaseline is its former name.)")
+    parser.addini("llmperf_aba", "Like --perf-aba.", type="bool", default=False)
     for flag, ini, help_text, metavar, default in OPTIONS:
         shown = f" Default: {default}." if default else ""
         if flag == "--llm-profile":
@@ -72,38 +84,50 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(ini, help_text + shown, default=default)
 
 
+def _default(ini: str) -> str:
+    value = DEFAULTS[ini]
+    assert value is not None
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
-    profiles_file: Path
-    profile_names: tuple[str, ...]  # empty: use the file's default
-    server_url: str | None
-    concurrency: tuple[int, ...] | None
-    json_path: Path | None
-    run_dir_root: Path
-    transport: str
-    client_workers: int
+    """Every option, resolved; the defaults are OPTIONS', so a test can build one with keywords."""
+
+    profiles_file: Path = Path(_default("llmperf_profiles_file"))
+    profile_names: tuple[str, ...] = ()  # empty: use the file's default
+    server_url: str | None = None
+    concurrency: tuple[int, ...] | None = None
+    json_path: Path | None = None
+    run_dir_root: Path = Path(_default("llmperf_run_dir"))
+    transport: str = _default("llmperf_client_transport")
+    client_workers: int = int(_default("llmperf_client_workers"))
     update: bool = False
     pool: bool = False
     accept_worse: str | None = None
-    baseline_dir: Path = Path("baselines")
-    update_runs: int = 10
+    baseline_dir: Path = Path(_default("llmperf_baseline_dir"))
+    update_runs: int = int(_default("llmperf_update_runs"))
     report_dir: Path | None = None
     benchmark_json: Path | None = None
-    rebaseline: bool = False
-    drift_margin: float = 0.05
+    aba: bool = False  # --perf-aba: measure each speculative profile's base again after it
+    drift_margin: float = float(_default("llmperf_drift_margin"))
 
     @classmethod
-    def from_pytest_config(cls, config: pytest.Config) -> "Settings":
+    def from_pytest_config(cls, config: pytest.Config) -> Settings:
         def value(ini: str) -> tuple[str | None, Path]:
-            """The option's value and the directory a relative path is relative to."""
+            """The option's value (command line, else ini, else default) and the directory a
+            relative path is relative to."""
             cli = config.getoption(ini)
             if cli is not None:
                 return cli, Path(config.invocation_params.dir)
             base = config.inipath.parent if config.inipath else config.rootpath
             raw = config.getini(ini)
-            return (str(raw) if raw not in (None, "") else None), base
+            return (str(raw) if raw not in (None, "") else DEFAULTS[ini]), base
 
-        names: list[str] = []
+        def path(ini: str) -> Path | None:
+            raw, base = value(ini)
+            return _resolve(base, raw) if raw else None
+
         cli_profiles = config.getoption("llmperf_profiles")
         raw_profiles = ",".join(cli_profiles) if cli_profiles else value("llmperf_profiles")[0] or ""
         names = [n for n in re.split(r"[,\s]+", raw_profiles) if n]
@@ -115,32 +139,28 @@ class Settings:
             raise pytest.UsageError("--perf-pool and --perf-accept-worse only make sense with --perf-update.")
         if accept_worse is not None and not accept_worse.strip():
             raise pytest.UsageError("--perf-accept-worse needs a reason, e.g. --perf-accept-worse='driver 590, see #123'.")
-        baseline_value, baseline_base = value("llmperf_baseline_dir")
-        file_value, file_base = value("llmperf_profiles_file")
-        run_value, run_base = value("llmperf_run_dir")
-        json_value, json_base = value("llmperf_json")
-        report_value, report_base = value("llmperf_report")
-        bench_value, bench_base = value("llmperf_benchmark_json")
-        rebaseline = config.getoption("llmperf_rebaseline")
+        aba = config.getoption("llmperf_aba")
+        profiles_file, run_dir_root, baseline_dir = (path("llmperf_profiles_file"), path("llmperf_run_dir"),
+                                                     path("llmperf_baseline_dir"))
+        assert profiles_file is not None and run_dir_root is not None and baseline_dir is not None  # defaulted
         return cls(
-            profiles_file=_resolve(file_base, file_value or "perf_suites/profiles.toml"),
+            profiles_file=profiles_file,
             profile_names=tuple(dict.fromkeys(names)),
             server_url=value("llmperf_server_url")[0],
             concurrency=_parse_concurrency(value("llmperf_concurrency")[0]),
-            json_path=_resolve(json_base, json_value) if json_value else None,
-            run_dir_root=_resolve(run_base, run_value or ".llmperf/runs"),
-            transport=_parse_choice("--llm-client-transport", value("llmperf_client_transport")[0] or "aiohttp",
-                                    TRANSPORTS),
-            client_workers=_parse_positive("--llm-client-workers", value("llmperf_client_workers")[0] or "1"),
+            json_path=path("llmperf_json"),
+            run_dir_root=run_dir_root,
+            transport=_parse_choice("--llm-client-transport", value("llmperf_client_transport")[0], TRANSPORTS),
+            client_workers=_parse_positive("--llm-client-workers", value("llmperf_client_workers")[0]),
             update=update,
             pool=pool,
             accept_worse=accept_worse,
-            baseline_dir=_resolve(baseline_base, baseline_value or "baselines"),
-            update_runs=_parse_positive("--perf-update-runs", value("llmperf_update_runs")[0] or "10"),
-            report_dir=_resolve(report_base, report_value) if report_value else None,
-            benchmark_json=_resolve(bench_base, bench_value) if bench_value else None,
-            rebaseline=bool(rebaseline if rebaseline is not None else config.getini("llmperf_rebaseline")),
-            drift_margin=_parse_fraction("--perf-drift-margin", value("llmperf_drift_margin")[0] or "0.05"),
+            baseline_dir=baseline_dir,
+            update_runs=_parse_positive("--perf-update-runs", value("llmperf_update_runs")[0]),
+            report_dir=path("llmperf_report"),
+            benchmark_json=path("llmperf_benchmark_json"),
+            aba=bool(aba if aba is not None else config.getini("llmperf_aba")),
+            drift_margin=_parse_fraction("--perf-drift-margin", value("llmperf_drift_margin")[0]),
         )
 
 
@@ -166,15 +186,15 @@ def _parse_concurrency(raw: str | None) -> tuple[int, ...] | None:
     return tuple(dict.fromkeys(levels))
 
 
-def _parse_choice(option: str, raw: str, choices: tuple[str, ...]) -> str:
-    if raw not in choices:
+def _parse_choice(option: str, raw: str | None, choices: tuple[str, ...]) -> str:
+    if raw is None or raw not in choices:
         raise pytest.UsageError(f"{option}: {raw!r} is not valid. Valid values: {', '.join(choices)}.")
     return raw
 
 
-def _parse_fraction(option: str, raw: str) -> float:
+def _parse_fraction(option: str, raw: str | None) -> float:
     try:
-        fraction = float(raw)
+        fraction = float(raw or "")
     except ValueError:
         fraction = -1.0
     if not 0 < fraction < 1:
@@ -182,7 +202,7 @@ def _parse_fraction(option: str, raw: str) -> float:
     return fraction
 
 
-def _parse_positive(option: str, raw: str) -> int:
-    if not str(raw).isdigit() or int(raw) < 1:
+def _parse_positive(option: str, raw: str | None) -> int:
+    if raw is None or not raw.isdigit() or int(raw) < 1:
         raise pytest.UsageError(f"{option}: {raw!r} is not a positive integer.")
     return int(raw)

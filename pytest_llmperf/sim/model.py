@@ -7,7 +7,8 @@ the b running requests. The cost of a forward over ``n`` tokens is linear::
 
 A plain decode step gives every running request one token, so ``t(b) = forward(b)`` and the
 throughput at batch b is ``b / t(b)``. ``base`` and ``per_token`` are calibrated so that the
-baseline reproduces the seed figures: 92.6 tok/s at one stream and 773 tok/s at C = 250.
+baseline reproduces the reference node's figures (Kimi-K2.5 INT4 on eight Blackwell GPUs, TP 8,
+as served by SGLang): 92.6 tok/s at one stream and 773 tok/s at C = 250.
 
 An EAGLE-style speculative step drafts ``num_steps`` tokens per request with a small drafter,
 then verifies ``num_draft_tokens`` tokens per request in one target forward::
@@ -17,13 +18,13 @@ then verifies ``num_draft_tokens`` tokens per request in one target forward::
 Each request then gains ``1 + accepted`` tokens, where ``accepted`` counts consecutive draft
 tokens that pass verification, each with probability p (chain drafting, topk = 1), capped at
 ``num_steps``. p is solved from the mean accept length. ``draft_base`` and ``draft_per_req``
-are calibrated so that EAGLE-3 reproduces the seeds: 96.1 tok/s at one stream and 354 tok/s at
+are calibrated so that EAGLE-3 reproduces that node's: 96.1 tok/s at one stream and 354 tok/s at
 saturation, where SGLang's default cap of 48 running requests holds the batch at 48.
 
 Prefill adds ``prefill_per_token`` per prompt token to the step in which a request joins.
 
 All times are divided by ``speed`` (the documented speed factor, default 10, so the simulated
-figures are the seed figures × 10) and by the fault knob ``throughput_multiplier``.
+figures are the reference node's × 10) and by the fault knob ``throughput_multiplier``.
 """
 
 from __future__ import annotations

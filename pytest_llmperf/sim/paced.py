@@ -24,6 +24,7 @@ import asyncio
 import json
 import os
 import time
+from typing import Any
 
 perf_counter = time.perf_counter
 _CACHE: dict[tuple, list[bytes]] = {}
@@ -42,10 +43,10 @@ def _events(path: str, n: int, usage_each: bool, chat: bool, per_chunk: int) -> 
         done = k
         text += word
         if path == "/generate":
-            meta = {"id": "bench", "finish_reason": None, "prompt_tokens": 8, "completion_tokens": k, "cached_tokens": 0}
+            meta: dict[str, Any] = {"id": "bench", "finish_reason": None, "prompt_tokens": 8, "completion_tokens": k, "cached_tokens": 0}
             if k == n:
                 meta["finish_reason"] = {"type": "length", "length": n}
-            obj = {"text": text, "meta_info": meta}
+            obj: dict[str, Any] = {"text": text, "meta_info": meta}
         else:
             usage = {"prompt_tokens": 8, "completion_tokens": k, "total_tokens": 8 + k} if usage_each else None
             choice = ({"index": 0, "delta": {"content": word}, "finish_reason": "length" if k == n else None} if chat
@@ -80,9 +81,10 @@ class SSEProtocol(asyncio.Protocol):
         self.per_chunk = per_chunk
         self.framing = framing
         self.buf = b""
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set on connection_made
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:

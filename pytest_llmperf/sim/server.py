@@ -21,6 +21,7 @@ import sys
 import time
 import uuid
 import zlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
@@ -39,7 +40,7 @@ from pytest_llmperf.sim.model import (
 log = logging.getLogger("sglang.sim")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 READY_LINE = "The server is fired up and ready to roll!"
-_JSON = {"separators": (",", ":")}
+_JSON: dict[str, Any] = {"separators": (",", ":")}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -240,7 +241,7 @@ class SimServer:
         }
 
     def _meta(self, req: SimRequest, n: int) -> dict[str, Any]:
-        meta = {
+        meta: dict[str, Any] = {
             "id": req.rid, "finish_reason": None, "prompt_tokens": req.prompt_tokens, "weight_version": "default",
             "total_retractions": 0, "completion_tokens": n, "cached_tokens": 0,
         }
@@ -250,7 +251,7 @@ class SimServer:
             meta.update(self._spec_meta(req))
         return meta
 
-    async def _tokens(self, req: SimRequest):
+    async def _tokens(self, req: SimRequest) -> AsyncIterator[int]:
         """Yield the cumulative token count each time the stream should send a chunk."""
         sent = 0
         interval = max(1, self.args.stream_interval)
@@ -378,11 +379,12 @@ class SimServer:
             prompt = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
             max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 128
         else:
-            prompt = body.get("prompt")
-            if isinstance(prompt, list) and len(prompt) == 1:
-                prompt = prompt[0]
-            if not isinstance(prompt, str):
+            given = body.get("prompt")
+            if isinstance(given, list) and len(given) == 1:
+                given = given[0]
+            if not isinstance(given, str):
                 return _error(400, "'prompt' (a string) is required")
+            prompt = given
             max_tokens = body.get("max_tokens") or 16
         req, words, _ = self._new_request(prompt, {"max_new_tokens": max_tokens, "ignore_eos": body.get("ignore_eos")})
         self.engine.submit(req)
@@ -440,7 +442,7 @@ class SimServer:
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
-    async def _unary(self, req: SimRequest, render) -> web.Response:
+    async def _unary(self, req: SimRequest, render: Callable[[int], dict[str, Any]]) -> web.Response:
         try:
             async for _ in self._tokens(req):
                 pass
@@ -477,7 +479,8 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = await request.json()
     except ValueError as exc:
-        raise web.HTTPBadRequest(text=json.dumps({"error": f"invalid JSON: {exc}"}), content_type="application/json")
+        raise web.HTTPBadRequest(text=json.dumps({"error": f"invalid JSON: {exc}"}),
+                                 content_type="application/json") from None
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text=json.dumps({"error": "the body must be a JSON object"}),
                                  content_type="application/json")

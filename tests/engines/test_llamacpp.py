@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import fingerprint
+from pytest_llmperf.engines.lifecycle import ServerStartError, build_command, free_port, wait_for_health
+from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.profiles import load_profiles
-from pytest_llmperf.server import ServerStartError, build_command, free_port, wait_for_health
 from tests.helpers import THROUGHPUT_SUITE, processes_with
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ class Throttle:
             os.kill(self.pid, signal.SIGCONT)
             time.sleep((1 - self.share) * self.period)
 
-    def __enter__(self) -> "Throttle":
+    def __enter__(self) -> Throttle:
         self.thread.start()
         return self
 

@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-
 from tests.helpers import processes_with, write_sglang_profile
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from tests.helpers import FAST_SIM_ARGS, fake_sglang, processes_with, write_sglang_profile
 
+
 def project(pytester, version: str | None, args: list[str]) -> str:
     return write_sglang_profile(pytester, [*args, *FAST_SIM_ARGS], version=version)
 

@@ -104,7 +104,7 @@ def test_speedup_gate_fails_when_speculation_loses_its_benefit_though_both_figur
 
 
 def test_a_b_a_reports_the_base_drift_and_invalidates_the_speedup_beyond_the_margin(pytester, project):
-    args = ("--llm-profile", "sim-base,sim-spec", "--llm-concurrency", "1", "--perf-rebaseline")
+    args = ("--llm-profile", "sim-base,sim-spec", "--llm-concurrency", "1", "--perf-aba")
     result = pytester.runpytest(*args, "--perf-update", "--perf-update-runs", "3", "--perf-json", "out.json")
     # Base, speculative, base again; the second base measurement is not recorded or gated.
     result.assert_outcomes(passed=4)

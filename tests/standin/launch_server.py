@@ -6,7 +6,7 @@ the way SGLang's argparse does (exit 2), then runs the simulated engine with the
 import importlib.metadata
 import sys
 
-from pytest_llmperf.sglang_args import parse_version
+from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.sim.server import main
 
 VERSION = importlib.metadata.version("sglang")

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from pytest_llmperf import metrics
-from pytest_llmperf.loadgen import RequestRecord, RunRecords
+from pytest_llmperf.core import metrics
+from pytest_llmperf.core.records import RequestRecord, RunRecords
 
 
 def record(index, start, chunks, *, tokens=None, spec_verify_ct=None, error=None, end=None):

@@ -72,7 +72,7 @@ def test_requests_per_run_is_four_times_concurrency_with_a_floor(tmp_path):
     [
         ("[profiles.p]\nconcurency = [1]\n", "profile 'p': unknown field 'concurency'. Did you mean 'concurrency'?"),
         ("[profiles.p]\nconcurrency = [0, 2]\n", "profile 'p', field 'concurrency': got [0, 2]; expected a non-empty list"),
-        ("[profiles.p]\nengine = \"vllm\"\n", "field 'engine': got 'vllm'; expected one of 'sglang', 'sim', 'command'"),
+        ("[profiles.p]\nengine = \"vllm\"\n", "field 'engine': got 'vllm'; expected one of 'sglang', 'sim', 'llamacpp', 'command'"),
         ("[profiles.p]\napi = \"grpc\"\n", "field 'api': got 'grpc'; expected one of 'sglang', 'openai'"),
         ("[profiles.p]\nruns = 0\n", "field 'runs': got 0; expected a positive integer"),
         ("[profiles.p]\nargs = \"--tp-size 8\"\n", "field 'args': got '--tp-size 8'; expected a list of strings"),

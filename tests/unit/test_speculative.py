@@ -7,7 +7,7 @@ import math
 import pytest
 from scipy import stats
 
-from pytest_llmperf.speculative import analyse, paired_ratios, speedup
+from pytest_llmperf.core.speculative import analyse, paired_ratios, speedup
 
 BASE = {1: [92.0, 93.0, 92.8], 2: [170.0, 171.0, 169.5], 10: [420.0, 425.0, 418.0], 70: [760.0, 770.0, 773.0]}
 
@@ -34,7 +34,7 @@ def test_identical_samples_give_a_degenerate_interval():
 
 
 def test_seed_shape_crosses_after_one_stream_and_recommends_the_cutoff():
-    # The seeds: speculation ahead at one stream (96.1 vs 92.6), behind under load (354 vs 773).
+    # The reference node: speculation ahead at one stream (96.1 vs 92.6), behind under load (354 vs 773).
     spec = {1: [96.0, 96.3, 95.9], 2: [150.0, 152.0, 149.0], 10: [300.0, 305.0, 298.0], 70: [352.0, 356.0, 354.0]}
     a = analyse("eagle3", "baseline", "t::test_output_throughput", spec, BASE,
                 accept={1: [2.1, 2.0, 2.2]}, sglang_version="0.5.23")

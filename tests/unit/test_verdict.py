@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pytest_llmperf.verdict import decide, describe, signed_percent
+from pytest_llmperf.core.verdict import decide, describe, signed_percent
 
 GOLD = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]  # CV ~0.6 %
 M = {"fail_margin": 0.15, "warn_margin": 0.05}

@@ -1,0 +1,22 @@
+"""How figures are written in messages, tables and reports."""
+
+from __future__ import annotations
+
+import math
+
+
+def format_value(value: float, unit: str, bare: bool = False) -> str:
+    """1234.5 tok/s → '1,234.5 tok/s'; a speedup 1.0312 → '1.031×' (``bare``: without the unit)."""
+    if unit == "x":
+        return f"{value:.3f}×"
+    return f"{value:,.1f}" if bare else f"{value:,.1f} {unit}"
+
+
+def signed_percent(change: float) -> str:
+    """-0.314 → '−31.4' (a typographic minus, as in the reports)."""
+    return f"{change * 100:+.1f}".replace("-", "\u2212")
+
+
+def ms(value: float | None) -> str:
+    """Seconds as milliseconds with one decimal; '-' when there is no finite figure."""
+    return "-" if value is None or not math.isfinite(value) else f"{value * 1e3:.1f}"

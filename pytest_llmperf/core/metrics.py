@@ -1,0 +1,239 @@
+"""Metrics: pure functions from request records to per-run figures.
+
+Definitions (peers use the same names for different things; these are ours):
+
+- ``output_tok_s`` (the gated metric): Σ server-reported completion tokens of the run ÷ the
+  run's duration, from the first request sent to the last response finished.
+- ``request_tok_s``: per request, completion tokens ÷ end-to-end latency (what a
+  single-stream benchmark script reports); reported as mean and percentiles over requests.
+- ``ttft_s``: send → first chunk that carries at least one token.
+- ``itl_s``: per token: the gap between two token-carrying chunks ÷ the tokens in the later
+  chunk, counted once per token (an EAGLE chunk of 3 tokens after 30 ms gives three 10 ms
+  values). Percentiles are token-weighted.
+- ``tpot_s``: (e2e − ttft) ÷ (completion tokens − 1), per request.
+- ``accept_length``: Σ completion tokens ÷ Σ ``spec_verify_ct`` over the run's requests, from
+  each request's final ``meta_info`` (run-scoped; never the server's lifetime average).
+- Validity: failed requests, short token counts, and the client checks of
+  :func:`client_checks`. A run with any problem is INVALID, not a slower run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pytest_llmperf.core.records import RequestRecord, RunRecords
+from pytest_llmperf.core.stats import distribution, finite_or_none, weighted_percentile
+
+__all__ = [
+    "RunMetrics", "accept_length", "achieved_concurrency", "client_checks", "client_gap", "distribution",
+    "in_flight_while_sending", "itl", "output_tok_s", "request_problems", "request_tok_s", "run_duration",
+    "summarize_run", "tpot", "ttft", "weighted_percentile",
+]
+
+#: The client kept fewer than this fraction of C requests in flight while it was sending…
+MIN_IN_FLIGHT_FRACTION = 0.95
+#: …and its slots sat idle longer than this between a response and the next request (below
+#: it, the gap is the ordinary cost of issuing a request, not a client that fell behind).
+MAX_CLIENT_GAP_S = 0.001
+#: The client process used more than this fraction of one core: it set the pace.
+MAX_CLIENT_CPU_FRACTION = 0.90
+#: A median event-loop lag above max(this, half the median ITL) means the loop is always
+#: behind: every chunk timestamp is late and the client sets the pace. (Occasional spikes,
+#: which show in the p99, are the OS scheduling another process; they are reported, not failed.)
+MAX_LOOP_LAG_S = 0.010
+
+
+def output_tok_s(records: Sequence[RequestRecord]) -> float:
+    duration = run_duration(records)
+    tokens = sum(r.completion_tokens or 0 for r in records if r.error is None)
+    return tokens / duration if duration > 0 else 0.0
+
+
+def run_duration(records: Sequence[RequestRecord]) -> float:
+    if not records:
+        return 0.0
+    return max(r.end for r in records) - min(r.start for r in records)
+
+
+def ttft(rec: RequestRecord) -> float | None:
+    return rec.ttft
+
+
+def tpot(rec: RequestRecord) -> float | None:
+    first = rec.ttft
+    n = rec.completion_tokens or 0
+    if first is None or n < 2:
+        return None
+    return (rec.e2e - first) / (n - 1)
+
+
+def request_tok_s(rec: RequestRecord) -> float | None:
+    if not rec.completion_tokens or rec.e2e <= 0:
+        return None
+    return rec.completion_tokens / rec.e2e
+
+
+def itl(rec: RequestRecord) -> tuple[list[float], list[float]]:
+    """Per-token inter-token latencies of one request, as (values, token weights)."""
+    values: list[float] = []
+    weights: list[float] = []
+    times, tokens = rec.chunk_times, rec.chunk_tokens()
+    for k in range(1, len(times)):
+        n = tokens[k]
+        if n > 0:
+            values.append((times[k] - times[k - 1]) / n)
+            weights.append(n)
+    return values, weights
+
+
+def accept_length(records: Iterable[RequestRecord]) -> float | None:
+    tokens = verify = 0
+    for r in records:
+        if r.error is None and r.spec_verify_ct:
+            tokens += r.completion_tokens or 0
+            verify += r.spec_verify_ct
+    return tokens / verify if verify else None
+
+
+def achieved_concurrency(records: Sequence[RequestRecord]) -> float:
+    """Little's law over the whole run: Σ e2e ÷ duration (includes the ramp-down tail)."""
+    duration = run_duration(records)
+    return sum(r.e2e for r in records) / duration if duration > 0 else 0.0
+
+
+def in_flight_while_sending(records: Sequence[RequestRecord], concurrency: int) -> float:
+    """Mean requests in flight from the first send to the last send.
+
+    A closed loop keeps exactly C in flight until its last request is sent; anything less is
+    time the client spent between a response and the next request.
+    """
+    first = min(r.start for r in records)
+    last = max(r.start for r in records)
+    window = last - first
+    if window <= 0:
+        return float(min(concurrency, len(records)))
+    busy = sum(max(0.0, min(r.end, last) - max(r.start, first)) for r in records)
+    return busy / window
+
+
+def client_gap(records: Sequence[RequestRecord], concurrency: int) -> float:
+    """Mean idle time of a slot between a response and its next request, while sending."""
+    resent = len(records) - min(concurrency, len(records))
+    if resent <= 0:
+        return 0.0
+    window = max(r.start for r in records) - min(r.start for r in records)
+    idle = min(concurrency, len(records)) * window - in_flight_while_sending(records, concurrency) * window
+    return max(0.0, idle) / resent
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Every figure of one run, and why it is invalid if it is."""
+
+    concurrency: int
+    requests: int
+    failed_requests: int
+    output_tokens: int
+    duration_s: float
+    output_tok_s: float
+    request_tok_s: dict[str, float]
+    ttft_s: dict[str, float]
+    itl_s: dict[str, float]
+    tpot_s: dict[str, float]
+    e2e_s: dict[str, float]
+    accept_length: float | None
+    achieved_concurrency: float
+    in_flight_while_sending: float
+    client_gap_s: float
+    loop_lag_s: dict[str, float]
+    client_cpu_fraction: float
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["problems"] = list(self.problems)
+        return finite_or_none(data)
+
+
+def summarize_run(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
+    """All metrics of one run, with its validity problems (an empty tuple when valid)."""
+    records = run.records
+    ok = [r for r in records if r.error is None]
+    itl_values: list[float] = []
+    itl_weights: list[float] = []
+    for r in ok:
+        v, w = itl(r)
+        itl_values += v
+        itl_weights += w
+    ttfts = [t for t in (ttft(r) for r in ok) if t is not None]
+    tpots = [t for t in (tpot(r) for r in ok) if t is not None]
+    rates = [t for t in (request_tok_s(r) for r in ok) if t is not None]
+    lag = distribution(run.loop_lag_s)
+    lag["max"] = max(run.loop_lag_s, default=math.nan)
+    metrics = RunMetrics(
+        concurrency=run.concurrency,
+        requests=len(records),
+        failed_requests=len(records) - len(ok),
+        output_tokens=sum(r.completion_tokens or 0 for r in ok),
+        duration_s=run_duration(records),
+        output_tok_s=output_tok_s(records),
+        request_tok_s=distribution(rates),
+        ttft_s=distribution(ttfts),
+        itl_s=distribution(itl_values, itl_weights),
+        tpot_s=distribution(tpots),
+        e2e_s=distribution([r.e2e for r in ok]),
+        accept_length=accept_length(ok),
+        achieved_concurrency=achieved_concurrency(records),
+        in_flight_while_sending=in_flight_while_sending(records, run.concurrency),
+        client_gap_s=client_gap(records, run.concurrency),
+        loop_lag_s=lag,
+        client_cpu_fraction=run.client_cpu_s / run.wall_s if run.wall_s > 0 else 0.0,
+    )
+    problems = request_problems(records, expected_tokens) + client_checks(metrics)
+    return RunMetrics(**{**metrics.__dict__, "problems": tuple(problems)})
+
+
+def request_problems(records: Sequence[RequestRecord], expected_tokens: int | None) -> list[str]:
+    problems = []
+    failed = [r for r in records if r.error is not None]
+    if failed:
+        problems.append(f"{len(failed)} of {len(records)} requests failed; first: {failed[0].error}")
+    if expected_tokens is not None:
+        short = [r for r in records if r.error is None and r.completion_tokens != expected_tokens]
+        if short:
+            problems.append(
+                f"{len(short)} of {len(records)} requests returned {short[0].completion_tokens} tokens instead of "
+                f"{expected_tokens}: the server must honour ignore_eos and max tokens for runs to be comparable"
+            )
+    return problems
+
+
+def client_checks(m: RunMetrics) -> list[str]:
+    """Signs that the client, not the server, set the pace of the run."""
+    problems = []
+    c = min(m.concurrency, m.requests)
+    if m.in_flight_while_sending < MIN_IN_FLIGHT_FRACTION * c and m.client_gap_s > MAX_CLIENT_GAP_S:
+        problems.append(
+            f"client-bound: only {m.in_flight_while_sending:.1f} of C={c} requests were in flight on average "
+            f"while the client was sending (needs >= {MIN_IN_FLIGHT_FRACTION:.0%}); each slot waited "
+            f"{m.client_gap_s * 1e3:.1f} ms between a response and its next request"
+        )
+    if m.client_cpu_fraction > MAX_CLIENT_CPU_FRACTION:
+        problems.append(
+            f"client-bound: the load generator used {m.client_cpu_fraction:.0%} of a CPU core "
+            f"(limit {MAX_CLIENT_CPU_FRACTION:.0%}); its timings are its own, not the server's"
+        )
+    lag_limit = max(MAX_LOOP_LAG_S, 0.5 * m.itl_s["p50"]) if math.isfinite(m.itl_s["p50"]) else MAX_LOOP_LAG_S
+    if m.loop_lag_s["p50"] > lag_limit:
+        problems.append(
+            f"client-bound: the event loop ran {m.loop_lag_s['p50'] * 1e3:.1f} ms late at the median "
+            f"(limit {lag_limit * 1e3:.1f} ms); chunk timestamps are late by that much"
+        )
+    return problems

@@ -1,0 +1,152 @@
+"""Points: what one (profile, test, concurrency) measured, and what its check concluded.
+
+A :class:`MeasuredPoint` holds the runs a test measured against one server; a
+:class:`SpeedupPoint` holds per-run speedup samples derived from two measured points (a
+speculative profile and its base). Both are checked by the same rule against a golden and carry
+the outcome, the golden they were compared with and the message that explains it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.core.metrics import RunMetrics
+from pytest_llmperf.core.nodeid import NodeId
+from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.stats import Summary, finite_mean, finite_or_none
+
+
+@dataclass(kw_only=True)
+class Point:
+    """What both kinds of point share: where they come from and how their check ended."""
+
+    profile: str
+    test: str  # the pytest node id of the test that made the point
+    concurrency: int
+    metric: str
+    #: The workload definition, a hard fingerprint key of the point's golden.
+    workload: dict[str, Any] = field(default_factory=dict)
+    #: Set by the check; None while the point is only measured.
+    outcome: Outcome | None = None
+    golden: dict[str, Any] | None = None
+    ratio: float | None = None
+    p_value: float | None = None
+    message: str | None = None
+    notes: list[str] = field(default_factory=list)  # problems that are not a run's (e.g. A/B/A drift)
+    #: Soft fingerprint keys that differ from the golden's (versions, the server binary): never
+    #: blocking, but the first thing to look at when a point fails.
+    environment_changes: list[str] = field(default_factory=list)
+
+    @property
+    def node(self) -> NodeId:
+        return NodeId(self.test)
+
+    @property
+    def key(self) -> str:
+        """The point's key in its golden file."""
+        return self.node.point_key(self.concurrency)
+
+    @property
+    def label(self) -> str:
+        """How messages name the point: ``eagle3 C=70``."""
+        return f"{self.profile} C={self.concurrency}"
+
+    @property
+    def unit(self) -> str:
+        return "tok/s"
+
+    @property
+    def values(self) -> tuple[float, ...]:
+        raise NotImplementedError
+
+    @property
+    def summary(self) -> Summary:
+        return Summary(self.values)
+
+    @property
+    def problems(self) -> list[str]:
+        return list(self.notes)
+
+    @property
+    def verdict(self) -> Outcome:
+        """INVALID when anything is wrong with the measurement, else the check's outcome."""
+        if self.problems:
+            return Outcome.INVALID
+        return self.outcome or Outcome.MEASURED
+
+    @property
+    def golden_mean(self) -> float | None:
+        return (self.golden or {}).get("mean")
+
+
+@dataclass(kw_only=True)
+class MeasuredPoint(Point):
+    """The runs one test measured at one concurrency against one server launch."""
+
+    runs: list[RunMetrics] = field(default_factory=list)
+    launch_id: str
+    output_len: int
+    api: str
+
+    @property
+    def values(self) -> tuple[float, ...]:
+        if self.metric == "request_tok_s":
+            return tuple(r.request_tok_s["mean"] for r in self.runs)
+        return tuple(getattr(r, self.metric) for r in self.runs)
+
+    @property
+    def problems(self) -> list[str]:
+        out: list[str] = list(self.notes)
+        for k, run in enumerate(self.runs, start=1):
+            out += [f"run {k}: {p}" for p in run.problems]
+        return out
+
+    def run_average(self, figure: Callable[[RunMetrics], float | None]) -> float:
+        """The finite mean over the runs of one per-run figure, e.g. ``lambda r: r.ttft_s["p50"]``."""
+        return run_average(self.runs, figure)
+
+    def to_json(self) -> dict[str, Any]:
+        return finite_or_none({
+            "profile": self.profile, "test": self.test, "concurrency": self.concurrency, "metric": self.metric,
+            "values": list(self.values), "runs": [r.to_json() for r in self.runs], "launch_id": self.launch_id,
+            "workload": self.workload, "golden": self.golden, "ratio": self.ratio, "p_value": self.p_value,
+            "verdict": None if self.verdict is Outcome.MEASURED else self.verdict.value, "message": self.message,
+            "problems": self.problems, "environment_changes": self.environment_changes,
+        })
+
+
+@dataclass(kw_only=True)
+class SpeedupPoint(Point):
+    """A speculative profile's speedup over its base at one level: per-run ratio samples."""
+
+    base_profile: str
+    samples: tuple[float, ...]
+    #: The golden key of the test whose ``output_tok_s`` points the samples come from.
+    of_test: str
+    launch_id: str
+    accept_lengths: tuple[float | None, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.profile} vs {self.base_profile} C={self.concurrency}"
+
+    @property
+    def unit(self) -> str:
+        return "x"
+
+    @property
+    def values(self) -> tuple[float, ...]:
+        return self.samples
+
+    def to_json(self) -> dict[str, Any]:
+        return finite_or_none({
+            "verdict": None if self.verdict is Outcome.MEASURED else self.verdict.value, "ratio": self.ratio,
+            "p_value": self.p_value, "golden": self.golden, "values": list(self.values), "message": self.message,
+        })
+
+
+def run_average(runs: Sequence[RunMetrics], figure: Callable[[RunMetrics], float | None]) -> float:
+    """The finite mean of ``figure(run)`` over ``runs`` (NaN when no run has one)."""
+    return finite_mean(figure(r) for r in runs)

@@ -1,0 +1,49 @@
+"""What the load generator records: one request, and one run of N requests at concurrency C."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    index: int
+    start: float = 0.0
+    end: float = 0.0
+    chunk_times: list[float] = field(default_factory=list)
+    #: Server's cumulative completion tokens after each chunk (None where it did not say).
+    chunk_cumulative: list[float | None] = field(default_factory=list)
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    spec_verify_ct: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    last_read: float = 0.0  # for the stall watchdog
+
+    @property
+    def e2e(self) -> float:
+        return self.end - self.start
+
+    @property
+    def ttft(self) -> float | None:
+        return self.chunk_times[0] - self.start if self.chunk_times else None
+
+    def chunk_tokens(self) -> list[float]:
+        """Tokens per chunk: exact from the server's running counts, else spread evenly."""
+        cum = self.chunk_cumulative
+        if cum and all(c is not None for c in cum):
+            counts = [float(c) for c in cum if c is not None]
+            return [c - p for c, p in zip(counts, [0.0, *counts[:-1]])]
+        total = self.completion_tokens or 0
+        return [total / len(cum)] * len(cum) if cum else []
+
+
+@dataclass
+class RunRecords:
+    """One measured run: N requests at concurrency C, and how the client fared."""
+
+    concurrency: int
+    records: list[RequestRecord]
+    loop_lag_s: list[float]
+    client_cpu_s: float
+    wall_s: float

@@ -1,0 +1,67 @@
+"""Everything one pytest run measured and concluded, as the renderers see it.
+
+The session builds a :class:`Results` at the end of the run; the terminal summary, the
+Markdown report, the plots, the results JSON and the pytest-benchmark export are pure
+functions of it, so each can be tested on a hand-built one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.core.nodeid import NodeId
+from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
+from pytest_llmperf.core.speculative import Analysis
+
+
+@dataclass(frozen=True)
+class ProfileFacts:
+    """What the renderers need to know of a profile beyond its points."""
+
+    fail_margin: float = 0.15
+    min_requests: int | None = None
+    warmup: bool | None = None
+
+
+@dataclass
+class Results:
+    points: list[MeasuredPoint] = field(default_factory=list)
+    speedups: list[SpeedupPoint] = field(default_factory=list)
+    analyses: list[Analysis] = field(default_factory=list)
+    #: One line per golden file change written under --perf-update.
+    golden_notes: list[str] = field(default_factory=list)
+    #: Golden points of the measured profiles that no test used (only when the whole suite ran).
+    unused_goldens: list[str] = field(default_factory=list)
+    profiles: dict[str, ProfileFacts] = field(default_factory=dict)
+    #: Per profile: the fingerprint as recorded (``hard``, ``soft``, ``comparability_hash``).
+    fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per profile: how its server was run (engine, model, args, launch id, log, server info).
+    servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    run_dir: str | None = None
+    update: bool = False
+
+    @property
+    def all_points(self) -> list[Point]:
+        return [*self.points, *self.speedups]
+
+    def counts(self) -> dict[Outcome, int]:
+        """How many points ended in each outcome, most urgent first."""
+        counts: dict[Outcome, int] = {}
+        for point in sorted(self.all_points, key=lambda p: p.verdict.rank):
+            counts[point.verdict] = counts.get(point.verdict, 0) + 1
+        return counts
+
+    def speedups_of(self, analysis: Analysis) -> list[SpeedupPoint]:
+        """The speedup gate's points for this analysis (same pair, same measuring test)."""
+        return [p for p in self.speedups if p.profile == analysis.profile and p.base_profile == analysis.base_profile
+                and NodeId(p.of_test).without_params == analysis.test]
+
+    def tests(self) -> list[str]:
+        """The measuring tests (node ids without parameters), sorted."""
+        return sorted({p.node.without_params for p in self.points})
+
+    def hardware_key(self, profile: str) -> str | None:
+        fp = self.fingerprints.get(profile) or {}
+        return ((fp.get("hard") or {}).get("hardware") or {}).get("key")

@@ -1,0 +1,123 @@
+"""The statistical verdict of one point against its golden.
+
+On log tok/s, with the golden's raw runs (n0 ≥ 10 recommended) and the candidate's (3, more
+on demand)::
+
+    r      = mean(new) / mean(golden)
+    p_drop = one-sided pooled t-test, new < golden
+    p_gain = one-sided pooled t-test, new > golden
+    lcb    = 99 % lower confidence bound on the ratio
+
+    FAIL       r ≤ 1 − fail_margin and p_drop < α
+    UNCERTAIN  lcb ≤ 1 − fail_margin: a drop beyond the margin can't be ruled out yet → more runs
+               (3 → 6 → 10); at the last stage FAIL if r ≤ 1 − fail_margin, else WARN (inconclusive)
+    WARN       r ≤ 1 − warn_margin and p_drop < α           (passes, reported)
+    IMPROVED   r ≥ 1 + improve_margin and p_gain < α        (passes, suggests --perf-update)
+    PASS       otherwise
+
+The practical margin is what keeps ordinary launch-to-launch drift from failing night after
+night; the test keeps noise from failing a point that only looks slower.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_llmperf.core.format import format_value, signed_percent
+from pytest_llmperf.core.outcome import Outcome
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["ALPHA", "IMPROVE_MARGIN", "STAGES", "Verdict", "decide", "describe", "format_value", "signed_percent"]
+
+ALPHA = 0.01
+IMPROVE_MARGIN = 0.10
+#: Candidate runs per stage: a point that is UNCERTAIN gets more runs on the same server.
+STAGES = (3, 6, 10)
+
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    ratio: float
+    p_drop: float
+    p_gain: float
+    lower_bound: float
+    n_new: int
+    n_golden: int
+    inconclusive: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.outcome.value
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome.passed
+
+    @property
+    def change(self) -> float:
+        return self.ratio - 1.0
+
+
+def decide(new: Sequence[float], golden: Sequence[float], *, fail_margin: float, warn_margin: float,
+           improve_margin: float = IMPROVE_MARGIN, alpha: float = ALPHA, last_stage: bool = False) -> Verdict:
+    """The verdict for candidate runs ``new`` against golden runs ``golden`` (both tok/s > 0)."""
+    import numpy as np  # lazily: importing the plugin must stay cheap
+
+    ln, lg = np.log(np.asarray(new, dtype=float)), np.log(np.asarray(golden, dtype=float))
+    ratio = float(np.mean(new) / np.mean(golden))
+    p_drop, p_gain, lcb = _one_sided(ln, lg, alpha)
+    floor = 1.0 - fail_margin
+
+    def verdict(outcome: Outcome, inconclusive: bool = False) -> Verdict:
+        return Verdict(outcome, ratio, p_drop, p_gain, lcb, len(new), len(golden), inconclusive)
+
+    if ratio <= floor and p_drop < alpha:
+        return verdict(Outcome.FAIL)
+    if lcb <= floor:
+        if not last_stage:
+            return verdict(Outcome.UNCERTAIN)
+        return verdict(Outcome.FAIL) if ratio <= floor else verdict(Outcome.WARN, inconclusive=True)
+    if ratio <= 1.0 - warn_margin and p_drop < alpha:
+        return verdict(Outcome.WARN)
+    if ratio >= 1.0 + improve_margin and p_gain < alpha:
+        return verdict(Outcome.IMPROVED)
+    return verdict(Outcome.PASS)
+
+
+def _one_sided(ln: np.ndarray, lg: np.ndarray, alpha: float) -> tuple[float, float, float]:
+    """p(new < golden), p(new > golden) and the (1 − α) lower bound on the ratio of means,
+    from a pooled-variance t-test on logs. Identical runs on both sides (zero variance) are
+    decided by the means alone."""
+    from scipy import stats
+
+    n1, n2 = len(ln), len(lg)
+    diff = float(ln.mean() - lg.mean())
+    dof = n1 + n2 - 2
+    pooled = ((n1 - 1) * ln.var(ddof=1) + (n2 - 1) * lg.var(ddof=1)) / dof if dof > 0 else 0.0
+    if n1 < 2 or n2 < 2 or not pooled > 0:
+        if diff < 0:
+            return 0.0, 1.0, math.exp(diff)
+        if diff > 0:
+            return 1.0, 0.0, math.exp(diff)
+        return 1.0, 1.0, 1.0
+    down = stats.ttest_ind(ln, lg, equal_var=True, alternative="less")
+    up = stats.ttest_ind(ln, lg, equal_var=True, alternative="greater")
+    low = up.confidence_interval(confidence_level=1.0 - alpha).low
+    return float(down.pvalue), float(up.pvalue), float(math.exp(low))
+
+
+def describe(label: str, metric_mean: float, golden_mean: float, v: Verdict, fail_margin: float,
+             unit: str = "tok/s") -> str:
+    """``eagle3 C=70: 241.3 tok/s vs golden 352.0 (−31.4 %, p=0.0004, n=3 vs 10) — FAIL, margin 15 %``"""
+    p = v.p_drop if v.ratio < 1 else v.p_gain
+    extra = " (inconclusive after the last stage of runs)" if v.inconclusive else ""
+    return (f"{label}: {format_value(metric_mean, unit)} vs golden {format_value(golden_mean, unit, bare=True)} "
+            f"({signed_percent(v.change)} %, p={p:.2g}, n={v.n_new} vs {v.n_golden}) — {v.name}{extra}, "
+            f"margin {fail_margin * 100:g} %")

@@ -1,0 +1,310 @@
+"""Server lifecycle: launch a profile's server, wait until it is ready, stop it for good.
+
+- The server runs in its own session (process group), so one ``killpg`` reaches every
+  process it spawned; descendants that left the group are snapshotted and killed by pid.
+- Its output goes to ``<run dir>/<profile>.log`` (never to a pipe nobody drains), and the
+  exact command line, with secrets masked, to ``<run dir>/<profile>.cmd``.
+- Ready means: the process is alive and the engine's health endpoint answers 200. SGLang binds
+  its port only after loading, so "connection refused" means "still loading" while the process
+  lives, and an exit while loading fails at once with the log's tail.
+- Stop: SIGTERM to the group, a grace period, SIGKILL to the group and to every snapshotted
+  descendant, then reap. ``--llm-server-url`` attaches instead: nothing launched, nothing killed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shlex
+import signal
+import socket
+import string
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pytest_llmperf.errors import ServerDiedError, ServerError, ServerStartError
+from pytest_llmperf.profiles import Profile
+
+SECRET_FLAGS = ("--api-key", "--admin-api-key")
+LOG_TAIL_LINES = 25
+_LIVE: dict[int, ServerHandle] = {}  # servers this process launched and has not stopped
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def build_command(profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
+    """The exact command line that starts ``profile``'s server on ``host:port``."""
+    python = os.path.expanduser(profile.python) if profile.python else sys.executable
+    if profile.engine == "command":
+        assert profile.command is not None
+        values = {"host": host, "port": str(port), "python": python, "run_dir": str(run_dir)}
+        values["model"] = string.Formatter().vformat(profile.model, (), values)
+        return [os.path.expanduser(string.Formatter().vformat(arg, (), values)) for arg in profile.command]
+    if profile.engine == "llamacpp":
+        from pytest_llmperf.engines import llamacpp
+
+        return llamacpp.command(profile, host, port)
+    module = "pytest_llmperf.sim" if profile.engine == "sim" else "sglang.launch_server"
+    return [python, "-m", module, "--model-path", profile.model, "--host", host, "--port", str(port), *profile.args]
+
+
+def mask_secrets(command: list[str]) -> list[str]:
+    masked = list(command)
+    for i, arg in enumerate(masked):
+        if arg in SECRET_FLAGS and i + 1 < len(masked):
+            masked[i + 1] = "***"
+        elif any(arg.startswith(flag + "=") for flag in SECRET_FLAGS):
+            masked[i] = arg.split("=", 1)[0] + "=***"
+    return masked
+
+
+def api_key(profile: Profile) -> str | None:
+    args = list(profile.command or profile.args)
+    for i, arg in enumerate(args):
+        if arg == "--api-key" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--api-key="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+@dataclass
+class ServerHandle:
+    """A running (or attached) server and everything needed to reproduce and stop it."""
+
+    profile: Profile
+    base_url: str
+    launch_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    process: subprocess.Popen | None = None
+    command: list[str] = field(default_factory=list)
+    log_path: Path | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    info: dict[str, Any] = field(default_factory=dict)
+    died: str | None = None  # why it is no longer usable
+    #: What the launcher changed in or warns about the profile's flags (SGLang version adaptation).
+    notes: list[str] = field(default_factory=list)
+    sglang_version: str | None = None
+
+    @property
+    def attached(self) -> bool:
+        return self.process is None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        key = api_key(self.profile)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def describe(self) -> dict[str, Any]:
+        """How the server ran, for the results JSON (secrets in its command line are not here)."""
+        profile = self.profile
+        return {
+            "engine": profile.engine, "model": profile.model, "api": profile.api, "args": list(profile.args),
+            "env": dict(profile.env), "launch_id": self.launch_id, "attached": self.attached,
+            "base_url": self.base_url, "log": str(self.log_path) if self.log_path else None, "server_info": self.info,
+        }
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        with open(self.log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode("utf-8", "replace")
+        # SGLang 0.5.23 redraws progress bars with \r: each redraw is its own line here.
+        all_lines = [ln for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
+        return "\n".join("    " + ln for ln in all_lines[-lines:])
+
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def ensure_alive(self, when: str) -> None:
+        """Raise ServerDiedError, with the log's tail, if the launched process has exited."""
+        code = self.exit_code()
+        if code is not None:
+            raise self.failure(ServerDiedError, f"exited with code {code} {when}")
+
+    def failure(self, error: type[ServerError], what: str, *, with_command: bool = False) -> ServerError:
+        """Mark the server unusable and build the error: what happened, where its log is, its tail."""
+        self.died = what
+        command = f"  command: {shlex.join(mask_secrets(self.command))}\n" if with_command else ""
+        return error(f"{self.profile.name}: the server {what}.\n{command}"
+                     f"  log: {self.log_path}\n  last lines:\n{self.log_tail()}")
+
+
+def launch(profile: Profile, run_dir: Path) -> ServerHandle:
+    """Start the profile's server in its own process group; return without waiting."""
+    host = profile.host
+    port = free_port(host)
+    notes: list[str] = []
+    version = None
+    if profile.engine == "sglang":
+        from pytest_llmperf.engines import gpu, sglang
+
+        version = sglang.installed_version(profile)
+        adapted = sglang.adapt(profile.args, version, where=f"{profile.source}: profile {profile.name!r}, field 'args'")
+        profile, notes = replace(profile, args=tuple(adapted.args)), adapted.notes
+        notes += gpu.preflight(profile.name, profile.env, profile.gpu_wait_s)
+    command = build_command(profile, host, port, run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log_path = run_dir / f"{profile.name}.log"
+    env_lines = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(profile.env.items()))
+    (run_dir / f"{profile.name}.cmd").write_text(env_lines + shlex.join(mask_secrets(command)) + "\n")
+    env = {**os.environ, **profile.env, "PYTHONUNBUFFERED": "1"}
+    log = open(log_path, "wb")
+    try:
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ServerStartError(f"{profile.name}: could not start {command[0]!r}: {exc}") from None
+    finally:
+        log.close()
+    url_host = f"[{host}]" if ":" in host else host
+    handle = ServerHandle(profile, f"http://{url_host}:{port}", process=process, command=command, log_path=log_path,
+                          notes=notes, sglang_version=version)
+    _LIVE[process.pid] = handle
+    return handle
+
+
+def wait_ready(handle: ServerHandle, timeout_s: float | None = None, poll_s: float = 0.25,
+               progress: Callable[[str], None] | None = None) -> None:
+    """Block until the health endpoint answers 200; fail fast if the process exits.
+
+    ``progress`` gets ``"<profile>: <stage from the log>, <seconds> s"`` about once a second,
+    from the second second on (a server that is up at once shows nothing).
+    """
+    from pytest_llmperf.engines.loading import read_stage
+
+    profile = handle.profile
+    last_report = time.monotonic() + 1.0
+    timeout_s = profile.ready_timeout_s if timeout_s is None else timeout_s
+    deadline = time.monotonic() + timeout_s
+    url = handle.base_url + profile.readiness_path
+    with httpx.Client(timeout=httpx.Timeout(30.0, connect=2.0), headers=handle.headers) as client:
+        while True:
+            elapsed = time.monotonic() - handle.started_at
+            code = handle.exit_code()
+            if code is not None:
+                raise handle.failure(ServerStartError, f"exited with code {code} while loading "
+                                     f"({elapsed:.1f} s after launch)", with_command=True)
+            try:
+                if client.get(url).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass  # not listening yet: SGLang binds only after loading
+            if time.monotonic() > deadline:
+                raise handle.failure(ServerStartError, f"was not ready after {timeout_s:g} s (ready_timeout_s): "
+                                     f"{url} never answered 200", with_command=True)
+            if progress is not None and time.monotonic() - last_report >= 1.0:
+                last_report = time.monotonic()
+                progress(f"{profile.name}: {read_stage(handle.log_path) or 'starting'}, {elapsed:.0f} s")
+            time.sleep(poll_s)
+
+
+def wait_for_health(url: str, path: str = "/health", timeout_s: float = 20.0) -> None:
+    """Poll ``url + path`` until it answers 200 (for servers started outside the launcher)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + path, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise ServerStartError(f"{url}{path} did not answer 200 within {timeout_s:g} s")
+
+
+def fetch_info(handle: ServerHandle) -> dict[str, Any]:
+    """What the server says about itself: SGLang's /server_info, llama.cpp's /props, /v1/models."""
+    info: dict[str, Any] = {}
+    with httpx.Client(base_url=handle.base_url, timeout=10.0, headers=handle.headers) as client:
+        for path in ("/server_info", "/get_server_info", "/props", "/v1/models"):
+            try:
+                resp = client.get(path)
+            except httpx.HTTPError:
+                continue
+            if resp.status_code == 200 and resp.headers.get("content-type", "").startswith("application/json"):
+                info[path] = resp.json()
+                if path in ("/server_info", "/get_server_info"):
+                    break  # SGLang: the full resolved args and version; the deprecated alias adds nothing
+    return info
+
+
+def attach(profile: Profile, url: str) -> ServerHandle:
+    """Use a server someone else runs: check it answers, never launch or stop it."""
+    handle = ServerHandle(profile, url.rstrip("/"))
+    try:
+        with httpx.Client(timeout=30.0, headers=handle.headers) as client:
+            code = client.get(handle.base_url + profile.readiness_path).status_code
+    except httpx.HTTPError as exc:
+        raise ServerStartError(f"{profile.name}: cannot reach --llm-server-url {url}: {exc}") from None
+    if code != 200:
+        raise ServerStartError(
+            f"{profile.name}: --llm-server-url {url} answered {code} on {profile.readiness_path}; is it ready?"
+        )
+    return handle
+
+
+def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
+    """SIGTERM the group, wait ``shutdown_timeout_s``, SIGKILL whatever is left, reap."""
+    import psutil  # lazily: only a launched server needs it
+
+    process = handle.process
+    if process is None:
+        return
+    grace_s = handle.profile.shutdown_timeout_s if grace_s is None else grace_s
+    try:
+        # Snapshot before signalling: children that escaped the group (setsid, reparented to
+        # init) can only be found now. psutil.Process objects also guard against pid reuse.
+        descendants = psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        descendants = []
+    _signal_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(process.pid, signal.SIGKILL)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed above
+        pass
+    for proc in descendants:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(descendants, timeout=10)
+    _LIVE.pop(process.pid, None)
+    if handle.profile.engine == "sglang":
+        from pytest_llmperf.engines import gpu
+
+        handle.notes += gpu.wait_released(handle.profile.name, [process.pid, *(p.pid for p in descendants)],
+                                          handle.profile.env)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    """Last resort (pytest killed between setup and teardown): no server outlives us."""
+    for handle in list(_LIVE.values()):
+        stop(handle, grace_s=2.0)

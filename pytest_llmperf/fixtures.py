@@ -1,0 +1,358 @@
+"""The objects the plugin's fixtures return, and the server a ``llm_server`` fixture holds.
+
+- :class:`LLMPerfFixture` (``llmperf``): measure a point against the profile's server, then
+  check it in the test itself, so a failure carries the test's id: INVALID (the runs are not a
+  measurement of the server), then under ``--perf-update`` the point is queued for its golden
+  file, otherwise MISSING, INCOMPARABLE or the statistical verdict against the golden, adding
+  runs on the still-running server while it is UNCERTAIN (3 → 6 → 10).
+- :class:`LLMPerfSpeedupFixture` (``llmperf_speedup``): gate a speculative profile's speedup over
+  its base. Both profiles are measured in the same pytest run (the speedup tests are ordered
+  after every profile's tests), so the speedup survives drift that moves both absolute figures
+  together, and fails when speculation loses its benefit although each figure stays within its
+  margin. The samples are per-run ratios; the golden holds the recorded ratios in the
+  speculative profile's golden file, and the verdict is decided at once (the servers are gone).
+- :func:`start_server` / :func:`stop_server`: the ``llm_server`` fixture's setup and teardown.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_llmperf.core.format import signed_percent
+from pytest_llmperf.core.metrics import summarize_run
+from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
+from pytest_llmperf.core.speculative import paired_ratios
+from pytest_llmperf.core.verdict import STAGES, Verdict, decide
+from pytest_llmperf.errors import LLMPerfWarning, ServerDiedError, ServerError
+from pytest_llmperf.golden import check
+from pytest_llmperf.golden.store import GoldenError, PendingRun
+from pytest_llmperf.profiles import Profile
+from pytest_llmperf.session import LLMPerfSession
+
+if TYPE_CHECKING:
+    from pytest_llmperf.core.metrics import RunMetrics
+    from pytest_llmperf.engines.lifecycle import ServerHandle
+    from pytest_llmperf.load.loadgen import LevelPlan
+    from pytest_llmperf.load.workload import Workload
+    from pytest_llmperf.progress import ProgressLine
+
+MARKER_FIELDS = ("fail_margin", "warn_margin")
+
+
+@dataclass(frozen=True)
+class Margins:
+    fail: float
+    warn: float
+
+
+def margins(profile: Profile, marker: dict[str, float], *, fail_margin: float | None = None,
+            warn_margin: float | None = None) -> Margins:
+    """The profile's verdict margins, overridden by ``@pytest.mark.llmperf(...)`` on the test and
+    then by the arguments of the check."""
+    return Margins(
+        fail=fail_margin if fail_margin is not None else marker.get("fail_margin", profile.fail_margin),
+        warn=warn_margin if warn_margin is not None else marker.get("warn_margin", profile.warn_margin),
+    )
+
+
+def marker_margins(node: pytest.Item) -> dict[str, float]:
+    """``@pytest.mark.llmperf(fail_margin=0.2, warn_margin=0.08)``: per-test margins."""
+    mark = node.get_closest_marker("llmperf")
+    if mark is None:
+        return {}
+    if mark.args or set(mark.kwargs) - set(MARKER_FIELDS):
+        raise pytest.UsageError(
+            f"{node.nodeid}: @pytest.mark.llmperf takes only keyword arguments {', '.join(MARKER_FIELDS)}; "
+            f"got args={mark.args!r} kwargs={sorted(mark.kwargs)}."
+        )
+    for name, value in mark.kwargs.items():
+        if not isinstance(value, (int, float)) or not 0 < value < 1:
+            raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.llmperf({name}={value!r}) must be between 0 and 1.")
+    return dict(mark.kwargs)
+
+
+def served_model(server: ServerHandle) -> str:
+    """The ``model`` field OpenAI requests must name: what the server lists, else SGLang's "default"."""
+    models = server.info.get("/v1/models") or {}
+    data = models.get("data") if isinstance(models, dict) else None
+    if data and isinstance(data[0], dict) and data[0].get("id"):
+        return str(data[0]["id"])
+    return "default"
+
+
+def _golden(session: LLMPerfSession, point: Point) -> tuple[Path, dict[str, Any] | None]:
+    """The point's golden file and content, or fail the test when the file is unusable."""
+    __tracebackhide__ = True
+    try:
+        return session.golden_file(point.profile), session.golden(point.profile)
+    except GoldenError as exc:
+        point.outcome = Outcome.INVALID
+        pytest.fail(str(exc), pytrace=False)
+
+
+def _record(session: LLMPerfSession, point: Point, runs: list[PendingRun], warn_margin: float) -> None:
+    """Under --perf-update: queue ``point`` for its golden file (written at the end of the run)."""
+    __tracebackhide__ = True
+    path, golden = _golden(session, point)
+    old = ((golden or {}).get("points") or {}).get(point.key)
+    settings = session.settings
+    pending = check.pending(point, runs, old, pool=settings.pool, accept_worse=settings.accept_worse,
+                            warn_margin=warn_margin)
+    check.recorded(point, session.queue_golden(pending, point.profile))
+
+
+def _fail_if_invalid(point: Point, what: str) -> None:
+    __tracebackhide__ = True
+    if point.problems:
+        point.message = f"{point.label}: INVALID"
+        pytest.fail(f"{point.label}: {what}:\n  " + "\n  ".join(point.problems), pytrace=False)
+
+
+@dataclass
+class LLMPerfFixture:
+    """The ``llmperf`` fixture: bound to one test, one profile and its server."""
+
+    profile: Profile
+    server: ServerHandle
+    session: LLMPerfSession
+    nodeid: str
+    marker: dict[str, float] = field(default_factory=dict)  # from @pytest.mark.llmperf
+    measured: list[MeasuredPoint] = field(default_factory=list)  # this test's points, for JUnit properties
+
+    def workload(self, output_len: int | None = None) -> Workload:
+        from pytest_llmperf.load.workload import Workload
+
+        return Workload(api=self.profile.api, output_len=output_len or self.profile.output_len,
+                        model=served_model(self.server), extra_body=self.profile.extra_body)
+
+    def measure(self, concurrency: int, *, runs: int | None = None, output_len: int | None = None,
+                metric: str = "output_tok_s") -> MeasuredPoint:
+        """Warm up at ``concurrency``, then run ``runs`` closed-loop runs of N = max(floor, 4·C) requests.
+
+        Under ``--perf-update`` at least ``--perf-update-runs`` runs are made, for the golden.
+        """
+        __tracebackhide__ = True
+        from pytest_llmperf.load.loadgen import LevelPlan
+
+        profile = self.profile
+        runs = runs or profile.runs
+        if self.session.settings.update:
+            runs = max(runs, self.session.settings.update_runs)
+        workload = self.workload(output_len)
+        n_requests = profile.requests_per_run(concurrency)
+        point = MeasuredPoint(
+            profile=profile.name, test=self.nodeid, concurrency=concurrency, metric=metric,
+            launch_id=self.server.launch_id, output_len=workload.output_len, api=workload.api,
+            workload={**workload.describe(), "requests_per_run": n_requests},
+        )
+        self.measured.append(point)
+        if not profile.remeasure_of:  # never gated
+            _golden(self.session, point)  # a corrupt golden fails before the measurement, not after it
+        point.runs = self._runs(workload, LevelPlan(concurrency, n_requests, runs, profile.warmup))
+        self.session.record(point)
+        return point
+
+    def _runs(self, workload: Workload, plan: LevelPlan) -> list[RunMetrics]:
+        __tracebackhide__ = True
+        from pytest_llmperf.load.loadgen import flush_cache
+        from pytest_llmperf.load.workers import measure
+
+        server, settings = self.server, self.session.settings
+        try:
+            server.ensure_alive("before this test")
+            raw = measure(
+                server.base_url, workload, plan, workers=settings.client_workers, transport=settings.transport,
+                timeout_s=self.profile.request_timeout_s, headers=server.headers,
+                between_runs=flush_cache if self.profile.api == "sglang" else None,
+            )
+            server.ensure_alive("while it was being measured")
+        except ServerDiedError as exc:
+            pytest.fail(f"{exc}\n  The remaining tests of profile {self.profile.name} are skipped.", pytrace=False)
+        return [summarize_run(r, workload.output_len) for r in raw]
+
+    def check(self, point: MeasuredPoint, *, fail_margin: float | None = None,
+              warn_margin: float | None = None) -> None:
+        """Fail the test unless the point is valid and holds against its golden baseline.
+
+        Margins default to the profile's, overridden by ``@pytest.mark.llmperf(fail_margin=…)``
+        on the test and then by the arguments here.
+        """
+        __tracebackhide__ = True
+        if point.problems:
+            point.message = f"{point.label}: INVALID"
+            pytest.fail(
+                f"{point.label}: INVALID, {point.metric} {point.summary.mean:,.1f} is not a "
+                "measurement of the server:\n  " + "\n  ".join(point.problems),
+                pytrace=False,
+            )
+        if self.profile.remeasure_of:
+            return  # A/B/A: measured for the base's drift; the first measurement is the one gated
+        m = margins(self.profile, self.marker, fail_margin=fail_margin, warn_margin=warn_margin)
+        if self.session.settings.update:
+            runs = [PendingRun(value, point.launch_id, r.requests, r.output_tokens, r.accept_length)
+                    for value, r in zip(point.values, point.runs)]
+            return _record(self.session, point, runs, m.warn)
+        path, golden = _golden(self.session, point)
+        update = check.update_command(self.nodeid, [self.profile.name])
+        entry = check.compare(point, golden, path, self.session.fingerprints[point.profile], update)
+        gold = [r["value"] for r in entry["runs"]]
+
+        def verdict() -> Verdict:
+            return decide(point.values, gold, fail_margin=m.fail, warn_margin=m.warn,
+                          last_stage=len(point.values) >= STAGES[-1])
+
+        result = verdict()
+        while result.outcome is Outcome.UNCERTAIN:
+            from pytest_llmperf.load.loadgen import LevelPlan
+
+            target = next(n for n in STAGES if n > len(point.values))
+            plan = LevelPlan(point.concurrency, self.profile.requests_per_run(point.concurrency),
+                             target - len(point.values), warmup=False)
+            point.runs += self._runs(self.workload(point.output_len), plan)
+            if point.problems:
+                return self.check(point, fail_margin=m.fail, warn_margin=m.warn)
+            result = verdict()
+        check.conclude(point, result, entry, path, m.fail)
+
+
+@dataclass
+class LLMPerfSpeedupFixture:
+    """The ``llmperf_speedup`` fixture: one speculative profile, its base and one level."""
+
+    profile: Profile  # the speculative one
+    base: Profile
+    concurrency: int
+    session: LLMPerfSession
+    nodeid: str
+    marker: dict[str, float] = field(default_factory=dict)
+    measured: list[SpeedupPoint] = field(default_factory=list)  # for JUnit properties
+
+    def check(self, of: str | None = None, *, fail_margin: float | None = None,
+              warn_margin: float | None = None) -> SpeedupPoint:
+        """Gate the speedup of the ``output_tok_s`` points measured by test ``of`` (a test function
+        name such as ``test_output_throughput``; optional when only one test measures them)."""
+        __tracebackhide__ = True
+        spec = self._measured(self.profile.name, of)
+        base = self._measured(self.base.name, of)
+        after = self._measured(f"{self.base.name}@after", of, required=False)
+        assert spec is not None and base is not None
+        m = margins(self.profile, self.marker, fail_margin=fail_margin, warn_margin=warn_margin)
+
+        # A/B/A: each run's base is the geometric mean of the base's run k before and after.
+        base_values = ([math.sqrt(b * a) for b, a in zip(base.values, after.values)] if after is not None
+                       else list(base.values))
+        point = SpeedupPoint(
+            profile=self.profile.name, base_profile=self.base.name, test=self.nodeid, concurrency=self.concurrency,
+            metric="speedup", launch_id=f"{spec.launch_id}/{base.launch_id}", of_test=spec.key,
+            samples=tuple(paired_ratios(spec.values, base_values)),
+            accept_lengths=tuple(r.accept_length for r in spec.runs),
+            workload={"of": spec.key, "base_profile": self.base.name,
+                      "base_fingerprint": self.session.fingerprints[self.base.name].comparability_hash},
+        )
+        self.session.speedups.append(point)
+        self.measured.append(point)
+        for source in (spec, base, after):
+            if source is not None and source.problems:
+                point.notes.append(f"{source.label} is INVALID: {source.problems[0]}")
+        if after is not None:
+            drift = after.summary.mean / base.summary.mean
+            if abs(drift - 1) > self.session.settings.drift_margin:
+                point.notes.append(
+                    f"the base drifted {signed_percent(drift - 1)} % between its measurements before and after "
+                    f"{self.profile.name} (more than the {self.session.settings.drift_margin * 100:g} % drift "
+                    "margin), so no speedup from this run is trustworthy")
+        _fail_if_invalid(point, "speedup INVALID")
+        if self.session.settings.update:
+            accept = point.accept_lengths
+            runs = [PendingRun(v, point.launch_id, 0, 0, accept[k] if k < len(accept) else None)
+                    for k, v in enumerate(point.values)]
+            _record(self.session, point, runs, m.warn)
+            return point
+        path, golden = _golden(self.session, point)
+        update = check.update_command(self.nodeid, [self.base.name, self.profile.name])
+        entry = check.compare(point, golden, path, self.session.fingerprints[point.profile], update)
+        result = decide(point.values, [r["value"] for r in entry["runs"]], fail_margin=m.fail, warn_margin=m.warn,
+                        last_stage=True)
+        check.conclude(point, result, entry, path, m.fail)
+        return point
+
+    def _measured(self, profile: str, of: str | None, required: bool = True) -> MeasuredPoint | None:
+        __tracebackhide__ = True
+        found = [p for p in self.session.points
+                 if p.profile == profile and p.concurrency == self.concurrency and p.metric == "output_tok_s"
+                 and (of is None or p.node.function == of)]
+        tests = sorted({p.node.without_params for p in found})
+        if len(tests) > 1:
+            raise pytest.UsageError(f"{self.nodeid}: several tests measured {profile} at C={self.concurrency} "
+                                    f"({', '.join(tests)}); name one: llmperf_speedup.check(of=\"test_...\").")
+        if not found:
+            if not required:
+                return None
+            pytest.skip(f"{profile} was not measured at C={self.concurrency} in this run "
+                        f"({'test ' + of if of else 'output_tok_s'}): no speedup to check")
+        return found[-1]
+
+
+def start_server(profile: Profile, session: LLMPerfSession, progress: ProgressLine) -> ServerHandle:
+    """Launch (or attach to) ``profile``'s server and wait until it serves; the test fails with
+    the server's own words (and its log's tail) when it cannot."""
+    __tracebackhide__ = True
+    from pytest_llmperf.engines import lifecycle
+    from pytest_llmperf.golden import fingerprint
+
+    failure = None
+    try:
+        if session.settings.server_url:
+            handle = lifecycle.attach(profile, session.settings.server_url)
+        else:
+            _warn_if_unfair(session, profile)
+            handle = lifecycle.launch(profile, session.run_dir)
+            for note in handle.notes:
+                warnings.warn(LLMPerfWarning(f"{profile.name}: {note}"), stacklevel=2)
+            try:
+                lifecycle.wait_ready(handle, progress=progress)
+            except BaseException:
+                lifecycle.stop(handle, grace_s=5.0)
+                raise
+            finally:
+                progress.finish()
+        handle.info = lifecycle.fetch_info(handle)
+    except ServerError as exc:
+        failure = str(exc)
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)  # outside the except: no "during handling" chain in the report
+    session.servers[profile.name] = handle
+    session.fingerprints[profile.name] = fingerprint.take(profile, handle.info, handle.command)
+    return handle
+
+
+def stop_server(handle: ServerHandle) -> None:
+    """Stop a launched server (an attached one is left alone); warn about GPU memory still held."""
+    from pytest_llmperf.engines import lifecycle
+
+    before = len(handle.notes)
+    lifecycle.stop(handle)
+    for note in handle.notes[before:]:
+        warnings.warn(LLMPerfWarning(note), stacklevel=2)
+
+
+def _warn_if_unfair(session: LLMPerfSession, spec: Profile) -> None:
+    """A speculative profile should differ from its base only in the speculative flags."""
+    from pytest_llmperf.engines.sglang import unfair_differences
+
+    base = next((p for p in session.selected if p.name == spec.base_profile), None)
+    if not spec.speculative or base is None or spec.remeasure_of:
+        return
+    diff = unfair_differences(spec.args, base.args)
+    if diff:
+        warnings.warn(LLMPerfWarning(
+            f"{spec.name} differs from its base {base.name} beyond the speculative flags, so the speedup also "
+            f"measures these: {'; '.join(diff)}. Give both profiles the same values for a fair comparison."),
+            stacklevel=3)

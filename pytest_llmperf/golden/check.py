@@ -1,0 +1,102 @@
+"""The golden side of a check, shared by measured points and speculative speedups.
+
+``compare`` finds a point's entry in its golden file or fails the test (MISSING,
+INCOMPARABLE) and notes what changed in the soft fingerprint; ``conclude`` turns a verdict
+into the point's outcome and, if it does not pass, a test failure that names those changes;
+``pending`` prepares a point for its golden file under ``--perf-update``, refusing to replace
+a golden with a worse one unless the user says why.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmperf.core.format import format_value, signed_percent
+from pytest_llmperf.core.nodeid import NodeId
+from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.points import Point
+from pytest_llmperf.core.verdict import Verdict, describe
+from pytest_llmperf.golden import fingerprint
+from pytest_llmperf.golden.fingerprint import Fingerprint
+from pytest_llmperf.golden.store import PendingPoint, PendingRun
+
+
+def update_command(nodeid: str, profiles: Sequence[str]) -> str:
+    """The command that records the goldens of the test ``nodeid`` for ``profiles``."""
+    path = NodeId(nodeid).path
+    return f"pytest {shlex.quote(path)} --llm-profile {shlex.quote(','.join(profiles))} --perf-update"
+
+
+def compare(point: Point, golden: dict[str, Any] | None, path: Path, current: Fingerprint,
+            update_command: str) -> dict[str, Any]:
+    """``point``'s entry in its golden file (``golden``, read from ``path``), or fail the test
+    saying what to do."""
+    __tracebackhide__ = True
+    entry = (golden or {}).get("points", {}).get(point.key)
+    if golden is None or entry is None:
+        point.outcome = Outcome.MISSING
+        point.message = f"{point.label}: no golden baseline in {path}"
+        pytest.fail(f"{point.message} for {point.key}.\n  Record it: {update_command}", pytrace=False)
+    changes = fingerprint.diff(golden["fingerprint"]["hard"], current.hard)
+    changes += [f"workload.{line}" for line in fingerprint.diff(entry.get("workload", {}), point.workload)]
+    if changes:
+        point.outcome = Outcome.INCOMPARABLE
+        point.message = f"{point.label}: INCOMPARABLE with {path}"
+        pytest.fail(
+            f"{point.message}: it was recorded under a different configuration:\n    " + "\n    ".join(changes)
+            + f"\n  If the change is intended, re-record (and review the diff): {update_command}",
+            pytrace=False,
+        )
+    point.environment_changes = fingerprint.diff(golden["fingerprint"].get("soft", {}), current.soft)
+    return entry
+
+
+def conclude(point: Point, verdict: Verdict, entry: dict[str, Any], path: Path, fail_margin: float) -> None:
+    """Store the verdict on the point; fail the test unless it passes."""
+    __tracebackhide__ = True
+    gold_mean = entry["summary"]["mean"]
+    point.outcome = verdict.outcome
+    point.golden = {"mean": gold_mean, "n": len(entry["runs"]), "path": str(path)}
+    point.ratio = verdict.ratio
+    point.p_value = verdict.p_drop if verdict.ratio < 1 else verdict.p_gain
+    point.message = describe(point.label, point.summary.mean, gold_mean, verdict, fail_margin, unit=point.unit)
+    if not verdict.passed:
+        changes = "".join(f"\n    {line}" for line in point.environment_changes)
+        pytest.fail(point.message + (f"\n  Changed since the golden (not blocking):{changes}" if changes else ""),
+                    pytrace=False)
+
+
+def pending(point: Point, runs: list[PendingRun], old: dict[str, Any] | None, *, pool: bool,
+            accept_worse: str | None, warn_margin: float) -> PendingPoint:
+    """``point`` as it will be written to its golden file at the end of the run.
+
+    Replacing a golden (not pooling into it) with a mean worse than the warn margin fails the
+    test unless ``accept_worse`` says why.
+    """
+    __tracebackhide__ = True
+    if old is not None and not pool:
+        ratio = point.summary.mean / old["summary"]["mean"]
+        if ratio < 1 - warn_margin and not accept_worse:
+            point.outcome, point.ratio = Outcome.FAIL, ratio
+            point.golden = {"mean": old["summary"]["mean"], "n": old["summary"]["n"]}
+            point.message = (f"{point.label}: refusing to replace the golden "
+                             f"{format_value(old['summary']['mean'], point.unit, bare=True)} with "
+                             f"{format_value(point.summary.mean, point.unit, bare=True)} ({signed_percent(ratio - 1)} %, "
+                             f"worse than the {warn_margin * 100:g} % warn margin)")
+            pytest.fail(f"{point.message}.\n  If this is expected, say why: re-run with "
+                        "--perf-accept-worse='<reason, e.g. driver 590 regression, tracked in #123>'; "
+                        "the reason is stored in the golden's history.", pytrace=False)
+    why = accept_worse or ("--perf-update --perf-pool" if pool else "--perf-update")
+    return PendingPoint(point.key, point.test, point.concurrency, point.metric, runs, why, pool, point.workload)
+
+
+def recorded(point: Point, path: Path) -> None:
+    """Mark ``point`` as queued for ``path``."""
+    point.outcome = Outcome.RECORDED
+    point.golden = {"path": str(path)}
+    point.message = f"{point.label}: recorded {format_value(point.summary.mean, point.unit, bare=True)} into {path}"

@@ -1,0 +1,124 @@
+"""Spread the load generator over worker processes when one core is not enough.
+
+C is split across W processes (C₁ + … + C_W = C); each runs its own event loop and closed
+loop, and all draw request indices from one shared counter, so together they keep exactly C
+requests in flight until the N-th is sent. A barrier starts every run in all workers at once,
+and the runs are merged into one (``perf_counter`` is CLOCK_MONOTONIC, shared by all
+processes of a machine). With one worker, or C = 1, everything stays in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import multiprocessing
+import queue as queue_module
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from typing import Any
+
+import httpx
+
+from pytest_llmperf.core.records import RunRecords
+from pytest_llmperf.load.loadgen import LevelPlan, measure_level, measure_level_async, run_in_fresh_loop
+from pytest_llmperf.load.workload import Workload
+
+RESULT_TIMEOUT_S = 5.0
+BetweenRuns = Callable[[httpx.AsyncClient], Awaitable[Any]]
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` as ``parts`` near-equal positive shares, largest first."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def measure(base_url: str, workload: Workload, plan: LevelPlan, *, workers: int = 1,
+            between_runs: Callable[[httpx.AsyncClient], Awaitable[Any]] | None = None,
+            **kwargs: Any) -> list[RunRecords]:
+    """``plan.runs`` runs at ``plan.concurrency`` from ``workers`` processes; ``between_runs``
+    (e.g. SGLang's cache flush) runs once before each run, while no request is in flight."""
+    workers = min(workers, plan.concurrency)
+    if workers <= 1:
+        return measure_level(base_url, workload, plan, before_run=between_runs, **kwargs)
+    ctx = multiprocessing.get_context("spawn")  # never fork a pytest process with live threads
+    barrier = ctx.Barrier(workers)
+    counter = ctx.Value("q", 0)
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_worker_main, daemon=True, name=f"llmperf-client-{i}",
+            args=(i, base_url, workload, replace(plan, concurrency=c), barrier, counter, results,
+                  between_runs if i == 0 else None, kwargs),
+        )
+        for i, c in enumerate(split(plan.concurrency, workers))
+    ]
+    for p in procs:
+        p.start()
+    collected: dict[int, list[RunRecords]] = {}
+    try:
+        while len(collected) < workers:
+            try:
+                index, payload = results.get(timeout=RESULT_TIMEOUT_S)
+            except queue_module.Empty:
+                dead = [p for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
+                if dead:
+                    raise RuntimeError(
+                        f"load-generator worker {dead[0].name} exited with code {dead[0].exitcode}") from None
+                continue
+            if isinstance(payload, str):
+                raise RuntimeError(f"load-generator worker {index} failed:\n{payload}")
+            collected[index] = payload
+    finally:
+        barrier.abort()
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+    return [merge([collected[i][k] for i in range(workers)], plan.concurrency) for k in range(plan.runs)]
+
+
+def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
+    """One run out of the workers' simultaneous runs."""
+    records = sorted((rec for part in parts for rec in part.records), key=lambda rec: rec.index)
+    wall = max(p.wall_s for p in parts)
+    busiest = max(p.client_cpu_s / p.wall_s if p.wall_s else 0.0 for p in parts)
+    lags = [lag for p in parts for lag in p.loop_lag_s]
+    # The CPU check is per core: report the busiest worker's share, scaled to the merged wall time.
+    return RunRecords(concurrency, records, lags, busiest * wall, wall)
+
+
+def _worker_main(index: int, base_url: str, workload: Workload, plan: LevelPlan, barrier: Barrier, counter: Any,
+                 results: Queue[tuple[int, list[RunRecords] | str]], between_runs: BetweenRuns | None,
+                 kwargs: dict[str, Any]) -> None:
+    try:
+        before_run = functools.partial(_synchronized, barrier, counter, index == 0, between_runs)
+        claim = functools.partial(_claim, counter, plan.n_requests)
+        runs = run_in_fresh_loop(
+            measure_level_async(base_url, workload, plan, before_run=before_run, claim=claim, **kwargs))
+        results.put((index, runs))
+    except BaseException:
+        results.put((index, traceback.format_exc()))
+
+
+def _claim(counter: Any, total: int) -> int | None:
+    with counter.get_lock():
+        index = counter.value
+        if index >= total:
+            return None
+        counter.value = index + 1
+        return index
+
+
+async def _synchronized(barrier: Barrier, counter: Any, leader: bool, between_runs: BetweenRuns | None,
+                       client: httpx.AsyncClient) -> None:
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, barrier.wait)  # every worker idle: safe to flush and reset
+    if leader:
+        counter.value = 0
+        if between_runs is not None:
+            await between_runs(client)
+    await loop.run_in_executor(None, barrier.wait)  # then all start together

@@ -1,0 +1,47 @@
+"""What every request of a run asks for: the API, the prompts, the output length, the sampling."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.load.prompts import PromptSet, default_prompts
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every request asks for: the same prompts, length and sampling for every run."""
+
+    api: str  # "sglang" (native /generate) or "openai" (/v1/completions)
+    output_len: int
+    prompts: PromptSet = field(default_factory=default_prompts)
+    model: str = "default"
+    #: Top-level JSON fields merged into every body, e.g. llama.cpp's ``cache_prompt``.
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return "/generate" if self.api == "sglang" else "/v1/completions"
+
+    def bodies(self, output_len: int) -> list[bytes]:
+        """Pre-encoded request bodies, one per prompt, built once per level."""
+        length = output_len
+        out = []
+        for prompt in self.prompts.prompts:
+            if self.api == "sglang":
+                body: dict[str, Any] = {"text": prompt, "stream": True, "sampling_params": {
+                    "max_new_tokens": length, "temperature": 0.0, "ignore_eos": True}}
+            else:
+                body = {"model": self.model, "prompt": prompt, "max_tokens": length, "temperature": 0.0,
+                        "ignore_eos": True, "stream": True,
+                        "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+            body.update(self.extra_body)
+            out.append(json.dumps(body, separators=(",", ":")).encode())
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"api": self.api, "path": self.path, "output_len": self.output_len, "prompt_set": self.prompts.name,
+                "prompt_set_sha256": self.prompts.sha256, "temperature": 0.0, "ignore_eos": True,
+                **({"extra_body": dict(self.extra_body)} if self.extra_body else {})}

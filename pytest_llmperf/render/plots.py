@@ -1,0 +1,149 @@
+"""PNG plots for ``--perf-report`` (matplotlib, an optional extra: ``pytest-llmperf[report]``).
+
+- ``throughput.png``: output tok/s against concurrency per profile, every run as a dot, the mean
+  as a line, and the golden's band (from the fail margin below the golden mean to the improve
+  margin above it: inside it, a point neither fails nor counts as improved).
+- ``speedup.png``: speculative ÷ base per level with its 95 % interval, parity at 1, the
+  crossover marked and the levels where speculation should be off shaded.
+- ``latency.png``: TTFT and ITL p50 / p99 against concurrency per profile.
+
+Everything here runs after the servers are gone; matplotlib is imported lazily and only here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.core.metrics import RunMetrics
+from pytest_llmperf.core.points import MeasuredPoint
+from pytest_llmperf.core.speculative import Analysis
+from pytest_llmperf.core.verdict import IMPROVE_MARGIN
+
+#: Colour-blind-safe (Okabe–Ito), one per profile in order of appearance.
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+
+
+def available() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never a display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _levels_axis(ax: Any, levels: Sequence[int]) -> None:
+    ax.set_xscale("log")
+    ax.set_xticks(list(levels))
+    ax.set_xticklabels([str(c) for c in levels])
+    ax.minorticks_off()
+    ax.set_xlabel("concurrency C (requests in flight)")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def _by_profile(points: Sequence[MeasuredPoint]) -> dict[str, list[MeasuredPoint]]:
+    out: dict[str, list[MeasuredPoint]] = {}
+    for p in sorted(points, key=lambda p: p.concurrency):
+        out.setdefault(p.profile, []).append(p)
+    return out
+
+
+def throughput(points: Sequence[MeasuredPoint], margins: dict[str, float], path: Path) -> Path:
+    """``points``: measured output_tok_s points of one test; ``margins``: fail margin per profile."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
+    levels = sorted({p.concurrency for p in points})
+    for k, (profile, pts) in enumerate(_by_profile(points).items()):
+        color = PALETTE[k % len(PALETTE)]
+        xs = [p.concurrency for p in pts]
+        ax.plot(xs, [p.summary.mean for p in pts], "-", color=color, lw=1.8, label=f"{profile} (mean)")
+        for p in pts:
+            # Runs spread a little sideways so that equal values stay visible.
+            n = len(p.values)
+            offsets = [1 + 0.04 * (i - (n - 1) / 2) / max(n - 1, 1) for i in range(n)]
+            ax.plot([p.concurrency * o for o in offsets], p.values, "o", ms=3.5, color=color, alpha=0.55)
+        golden = [(p.concurrency, p.golden_mean) for p in pts if p.golden_mean]
+        if golden:
+            gx, gm = zip(*golden)
+            fail = margins.get(profile, 0.15)
+            ax.fill_between(gx, [m * (1 - fail) for m in gm], [m * (1 + IMPROVE_MARGIN) for m in gm], color=color,
+                            alpha=0.12, lw=0, label=f"{profile} golden band (−{fail * 100:g} % / +{IMPROVE_MARGIN * 100:g} %)")
+            ax.plot(gx, gm, "--", color=color, lw=1, alpha=0.8)
+        for p in pts:
+            if p.verdict.color == "red":
+                ax.annotate(p.verdict.value, (p.concurrency, p.summary.mean), textcoords="offset points", xytext=(0, 8),
+                            ha="center", fontsize=8, color="#B00020", fontweight="bold")
+    _levels_axis(ax, levels)
+    ax.set_ylabel("output tok/s (Σ completion tokens ÷ run duration)")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Output throughput per concurrency: runs, mean and golden band")
+    ax.legend(fontsize=8, loc="upper left", frameon=False)
+    return _save(plt, fig, path)
+
+
+def speedup(analyses: Sequence[Analysis], path: Path) -> Path:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 5), dpi=120)
+    levels: set[int] = set()
+    for k, a in enumerate(analyses):
+        color = PALETTE[k % len(PALETTE)]
+        xs = [p.concurrency for p in a.points]
+        levels.update(xs)
+        ys = [p.ratio for p in a.points]
+        err = [[p.ratio - p.low for p in a.points], [p.high - p.ratio for p in a.points]]
+        ax.errorbar(xs, ys, yerr=err, fmt="o-", color=color, capsize=4, lw=1.6,
+                    label=f"{a.profile} ÷ {a.base_profile} (95 % interval)")
+        cross = a.crossover
+        if cross is not None:
+            ax.axvline(cross.concurrency, color=color, ls=":", lw=1.2)
+            ax.annotate(f"crossover C = {cross.concurrency}", (cross.concurrency, cross.ratio),
+                        textcoords="offset points", xytext=(6, 12), fontsize=9, color=color)
+            ax.axvspan(cross.concurrency, max(xs) * 1.3, color="#B00020", alpha=0.06, lw=0)
+    ax.axhline(1.0, color="black", lw=1, alpha=0.7)
+    ax.text(max(levels), 1.0, "parity ", va="bottom", ha="right", fontsize=8)
+    _levels_axis(ax, sorted(levels))
+    ax.set_ylabel("speedup (speculative ÷ base output tok/s)")
+    ax.set_title("Speculative decoding speedup, same run (shaded: speculation slower)")
+    ax.legend(fontsize=8, frameon=False)
+    return _save(plt, fig, path)
+
+
+def latency(points: Sequence[MeasuredPoint], path: Path) -> Path:
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), dpi=120)
+    levels = sorted({p.concurrency for p in points})
+    for metric, ax, title in (("ttft_s", axes[0], "TTFT"), ("itl_s", axes[1], "ITL per token")):
+        for k, (profile, pts) in enumerate(_by_profile(points).items()):
+            color = PALETTE[k % len(PALETTE)]
+            xs = [p.concurrency for p in pts]
+            for q, style in (("p50", "o-"), ("p99", "s--")):
+                ys = [p.run_average(_percentile(metric, q)) * 1e3 for p in pts]
+                ax.plot(xs, ys, style, color=color, ms=4, lw=1.4, label=f"{profile} {q}")
+        _levels_axis(ax, levels)
+        ax.set_yscale("log")
+        ax.set_ylabel(f"{title} (ms, log scale)")
+        ax.set_title(f"{title} p50 / p99 per concurrency")
+        ax.legend(fontsize=8, frameon=False)
+    return _save(plt, fig, path)
+
+
+def _percentile(metric: str, q: str) -> Callable[[RunMetrics], float]:
+    """A run's ``metric`` percentile ``q`` (e.g. ttft_s p99)."""
+    def figure(run: RunMetrics) -> float:
+        return float(getattr(run, metric)[q])
+
+    return figure
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

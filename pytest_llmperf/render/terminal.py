@@ -1,0 +1,119 @@
+"""The terminal summary: pure functions of the run's results → lines (and their colours)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pytest_llmperf.core.format import ms, signed_percent
+from pytest_llmperf.core.nodeid import NodeId
+from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.points import MeasuredPoint, Point
+from pytest_llmperf.core.results import Results
+from pytest_llmperf.core.speculative import Analysis
+
+COLUMNS = ("profile", "test", "C", "measured mean ± sd (n)", "golden", "Δ %", "req tok/s", "TTFT p50/p99 ms",
+           "ITL p50 ms", "accept", "verdict")
+SPEEDUP_COLUMNS = ("C", "speedup", "95 % CI", "", "accept", "break-even accept", "base drift", "gate")
+Line = tuple[str, str | None]  # text, colour
+
+
+def row(point: MeasuredPoint) -> tuple[str, ...]:
+    s = point.summary
+    accept = point.run_average(lambda r: r.accept_length)
+    golden = point.golden_mean
+    return (
+        point.profile,
+        point.node.short_name,
+        str(point.concurrency),
+        f"{s.mean:,.1f} ± {s.sd:,.1f} ({s.n})",
+        "-" if golden is None else f"{golden:,.1f}",
+        "-" if point.ratio is None else signed_percent(point.ratio - 1),
+        f"{point.run_average(lambda r: r.request_tok_s['mean']):,.1f}",
+        f"{ms(point.run_average(lambda r: r.ttft_s['p50']))} / {ms(point.run_average(lambda r: r.ttft_s['p99']))}",
+        ms(point.run_average(lambda r: r.itl_s["p50"])),
+        "-" if not math.isfinite(accept) else f"{accept:.2f}",
+        point.verdict.value,
+    )
+
+
+def table_lines(points: Sequence[MeasuredPoint]) -> list[str]:
+    """A fixed-width table, one row per point, ordered by profile, test and concurrency."""
+    ordered = sorted(points, key=lambda p: (p.profile, p.node.short_name, p.concurrency))
+    return _aligned([COLUMNS, *map(row, ordered)], right={2, 3, 4, 5, 6, 7, 8, 9}, rule=True)
+
+
+def speedup_rows(results: Results, analysis: Analysis) -> list[tuple[str, ...]]:
+    """One row of cells per level of an analysis (SPEEDUP_COLUMNS), with the gate's verdict."""
+    gates = {p.concurrency: p for p in results.speedups_of(analysis)}
+    rows: list[tuple[str, ...]] = []
+    for sp in analysis.points:
+        drift = analysis.drift.get(sp.concurrency)
+        gate = gates.get(sp.concurrency)
+        rows.append((
+            str(sp.concurrency), f"{sp.ratio:.3f}\u00d7", f"[{sp.low:.3f}, {sp.high:.3f}]", sp.status,
+            "-" if sp.accept_length is None else f"{sp.accept_length:.2f}",
+            "-" if sp.break_even_accept is None else f"{sp.break_even_accept:.2f}",
+            "-" if drift is None else f"{signed_percent(drift - 1)} %",
+            gate.verdict.value if gate else "-",
+        ))
+    return rows
+
+
+def counts_line(counts: dict[Outcome, int]) -> str:
+    """``24 PASS, 2 WARN``: the most urgent outcome first."""
+    return ", ".join(f"{n} {outcome.value}" for outcome, n in sorted(counts.items(), key=lambda kv: kv[0].rank))
+
+
+def speculative_lines(results: Results) -> list[str]:
+    """Per speculative profile and base measured in this run: speedup per level, crossover, advice."""
+    lines: list[str] = []
+    for analysis in results.analyses:
+        lines.append(f"{analysis.profile} vs {analysis.base_profile} "
+                     f"({NodeId(analysis.test).short_name}), same run:")
+        table = _aligned([SPEEDUP_COLUMNS, *speedup_rows(results, analysis)], right={0, 1, 4, 5, 6})
+        lines += ["  " + line for line in table]
+        lines.append(f"  {analysis.advice()}")
+    return lines
+
+
+def verdict_lines(results: Results) -> list[Line]:
+    """Counts per verdict, the rows that matter, what was written, and what to do next."""
+    points = results.all_points
+    counts = results.counts()
+    lines: list[Line] = [("llmperf verdicts: " + counts_line(counts), None)]
+    for p in sorted(points, key=lambda p: p.verdict.rank):
+        lines += _point_lines(p)
+    if Outcome.MISSING in counts:
+        lines.append(("Re-run with --perf-update to record missing baselines.", None))
+    if Outcome.IMPROVED in counts:
+        lines.append((f"{counts[Outcome.IMPROVED]} point(s) improved beyond the margin: refresh their goldens with "
+                      "--perf-update and review the diff.", "green"))
+    lines += [(f"golden: {note}", None) for note in results.golden_notes]
+    if results.unused_goldens:
+        lines.append((f"{len(results.unused_goldens)} golden point(s) were not used by any test in this run:",
+                      "yellow"))
+        lines += [(f"  {item}", None) for item in results.unused_goldens]
+    return lines
+
+
+def _point_lines(p: Point) -> list[Line]:
+    verdict = p.verdict
+    if verdict is Outcome.INVALID:
+        return [(f"INVALID {p.label} ({p.node.short_name}): {problem}", verdict.color)
+                for problem in p.problems or [p.message or ""]]
+    if verdict.noteworthy and p.message:
+        return [(f"{verdict.value} {p.message}", verdict.color)]
+    return []
+
+
+def _aligned(rows: Sequence[Sequence[str]], right: set[int], rule: bool = False) -> list[str]:
+    """Columns padded to their widest cell; ``right`` holds the right-aligned column indices."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for k, cells in enumerate(rows):
+        lines.append("  ".join(c.rjust(w) if i in right else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(cells, widths))).rstrip())
+        if rule and k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines

@@ -1,0 +1,61 @@
+"""The one writer: puts the run's output files on disk at the end of the run.
+
+``--perf-json`` (atomically), ``--perf-report`` (Markdown, plots, and an append to
+``$GITHUB_STEP_SUMMARY`` when it is set) and ``--perf-benchmark-json``. Each renderer it calls
+is a pure function of the results.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pytest_llmperf.core.results import Results
+from pytest_llmperf.files import write_json_atomic
+from pytest_llmperf.render import markdown, plots, results_json
+from pytest_llmperf.settings import Settings
+
+
+def outputs(results: Results, settings: Settings, *, created: str) -> list[str]:
+    """Write every output the settings ask for; one note per file written (or skipped)."""
+    notes: list[str] = []
+    if settings.json_path:
+        write_json_atomic(Path(settings.json_path), results_json.render(results, created=created))
+    if settings.report_dir:
+        notes += report_dir(results, settings.report_dir)
+    if settings.benchmark_json:
+        from pytest_llmperf.render import benchmark_json
+
+        write_json_atomic(settings.benchmark_json, benchmark_json.render(results))
+        notes.append(f"pytest-benchmark JSON: {settings.benchmark_json}")
+    return notes
+
+
+def report_dir(results: Results, directory: Path) -> list[str]:
+    """``summary.md`` and the plots in ``directory``; returns one line per file (or per thing
+    that could not be written)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    notes: list[str] = []
+    images: list[str] = []
+    measured = [p for p in results.points if p.metric == "output_tok_s" and p.runs]
+    if plots.available():
+        margins = {name: facts.fail_margin for name, facts in results.profiles.items()}
+        tests = sorted({p.node.without_params for p in measured})
+        for test in tests:
+            pts = [p for p in measured if p.node.without_params == test]
+            suffix = "" if len(tests) == 1 else f"-{pts[0].node.short_name}"
+            images.append(plots.throughput(pts, margins, directory / f"throughput{suffix}.png").name)
+            images.append(plots.latency(pts, directory / f"latency{suffix}.png").name)
+        if results.analyses:
+            images.append(plots.speedup(results.analyses, directory / "speedup.png").name)
+    else:
+        notes.append("plots skipped: matplotlib is not installed (pip install 'pytest-llmperf[report]')")
+    text = markdown.render(results)
+    (directory / "summary.md").write_text(text + markdown.images_section(images), encoding="utf-8")
+    notes.append(f"{directory / 'summary.md'}" + (f" and {len(images)} plot(s)" if images else ""))
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        notes.append(f"appended to $GITHUB_STEP_SUMMARY ({step_summary})")
+    return notes

@@ -1,0 +1,86 @@
+"""Which servers this run measures, and which tests it parametrizes with them.
+
+- :func:`select_profiles`: the profiles named by ``--llm-profile`` (or the ini, or the file's
+  ``default``), with ``--llm-concurrency`` applied and, under ``--perf-aba``, a second
+  copy of each speculative profile's base measured after it (A/B/A).
+- :func:`speedup_params`: one ``llmperf_speedup`` test per (speculative profile, level that it and
+  its base both measure), or one skipped parameter that says how to select a pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from pytest_llmperf.errors import ProfileError
+from pytest_llmperf.profiles import Profile, ProfileSet, load_profiles
+from pytest_llmperf.settings import Settings
+
+
+def select_profiles(settings: Settings) -> tuple[ProfileSet | None, list[Profile]]:
+    """The profiles file (None when there is none and none was asked for) and the selected profiles;
+    ``pytest.UsageError`` naming the file, the profile or the fix when the selection is wrong."""
+    if not settings.profile_names and not settings.profiles_file.exists():
+        return None, []
+    try:
+        profiles = load_profiles(settings.profiles_file)
+        names = list(settings.profile_names or profiles.default)
+        if not names:
+            raise ProfileError(
+                f"no profile selected: pass --llm-profile NAME, set ini llmperf_profiles, or add "
+                f"`default = [...]` to {settings.profiles_file}. Available profiles: {', '.join(profiles.names())}."
+            )
+        selected = profiles.select(names)
+    except ProfileError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if settings.server_url and len(selected) != 1:
+        raise pytest.UsageError(
+            f"--llm-server-url attaches one server to one profile; {len(selected)} are selected "
+            f"({', '.join(p.name for p in selected)}). Select exactly one with --llm-profile."
+        )
+    if settings.concurrency is not None:
+        selected = [replace(p, concurrency=settings.concurrency) for p in selected]
+    if settings.aba:
+        selected = with_aba_copies(selected)
+    return profiles, selected
+
+
+def with_aba_copies(selected: list[Profile]) -> list[Profile]:
+    """A/B/A: after each speculative profile whose base is selected, a second copy of the base."""
+    by_name = {p.name: p for p in selected}
+    out: list[Profile] = []
+    for profile in selected:
+        out.append(profile)
+        base = by_name.get(profile.base_profile or "")
+        if profile.speculative and base is not None:
+            out.append(replace(base, name=f"{base.name}@after", remeasure_of=base.name))
+    return out
+
+
+def speedup_params(profiles: ProfileSet | None, selected: list[Profile]) -> list[Any]:
+    """``pytest.param((spec, base, C))`` per level both measure, else one skipped parameter."""
+    by_name = {p.name: p for p in selected}
+    params = []
+    for spec in selected:
+        base = by_name.get(spec.base_profile or "")
+        if spec.speculative and base is not None:
+            params += [pytest.param((spec.name, base.name, c), id=f"{spec.name}-vs-{base.name}-C{c}")
+                       for c in spec.concurrency if c in base.concurrency]
+    if params:
+        return params
+    pairs = [f"{p.base_profile},{p.name}" for p in (profiles.profiles.values() if profiles else ())
+             if p.speculative and p.base_profile]
+    reason = ("no speculative profile was selected together with its base profile"
+              + (f"; select a pair, e.g. --llm-profile={pairs[0]}" if pairs else ""))
+    return [pytest.param(None, id="no-pair", marks=pytest.mark.skip(reason=reason))]
+
+
+def measurement_params(selected: list[Profile], with_levels: bool) -> tuple[list[Any], list[str]]:
+    """Values and ids for a test's ``llm_profile`` (and ``llm_concurrency``) parameters."""
+    if with_levels:
+        pairs = [(p.name, c) for p in selected for c in p.concurrency]
+        return list(pairs), [f"{name}-C{c}" for name, c in pairs]
+    names = [p.name for p in selected]
+    return list(names), names
