@@ -1,12 +1,16 @@
-"""Fixtures shared by the plugin's tests; the helpers behind them live in tests/helpers.py."""
+"""Fixtures shared by the plugin's tests; the helpers behind them live in tests/helpers.py.
+
+Tests by cost: ``tests/unit`` starts no process and runs in seconds; everything else
+(``tests/integration``: real server processes and pytester runs, ``tests/engines``: real
+engines) is marked ``slow``, so ``pytest tests -m "not slow"`` is the fast subset.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import multiprocessing.connection  # noqa: F401  (see below)
-import multiprocessing.queues  # noqa: F401
+import multiprocessing.connection
+import multiprocessing.queues
 import multiprocessing.synchronize  # noqa: F401
+from pathlib import Path
 
 import httpcore  # noqa: F401
 import numpy  # noqa: F401
@@ -20,6 +24,15 @@ pytest_plugins = ["pytester"]
 # makes a second copy: httpx (which imports httpcore lazily and caches its exception classes)
 # would no longer recognise httpcore's errors, multiprocessing could no longer pickle its own
 # connections, and numpy's C extension refuses a second load. Importing them here keeps one.
+
+
+UNIT_TESTS = Path(__file__).resolve().parent / "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if UNIT_TESTS not in item.path.parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

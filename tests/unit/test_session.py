@@ -1,0 +1,93 @@
+"""The run's state on hand-built points: golden paths and queue, unused goldens, analyses, results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.golden.fingerprint import Fingerprint
+from pytest_llmperf.golden.store import PendingPoint, PendingRun
+from pytest_llmperf.profiles import Profile
+from pytest_llmperf.session import LLMPerfSession
+from pytest_llmperf.settings import Settings
+from tests.builders import measured, speedup
+
+SPEC_ARGS = ("--speculative-algorithm", "EAGLE3")
+
+
+def settings(tmp_path: Path, **kwargs: object) -> Settings:
+    return Settings(profiles_file=tmp_path / "profiles.toml", run_dir_root=tmp_path / "runs",
+                    baseline_dir=tmp_path / "baselines", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def session(tmp_path):
+    base = Profile("sim-base", tmp_path / "profiles.toml")
+    spec = Profile("sim-spec", tmp_path / "profiles.toml", args=SPEC_ARGS, base_profile="sim-base")
+    state = LLMPerfSession(settings(tmp_path), None, [base, spec], tmp_path / "runs" / "1")
+    for name in ("sim-base", "sim-spec"):
+        state.fingerprints[name] = Fingerprint({"hardware": {"key": "sim"}}, {"server_version": "0.5.23"})
+    return state
+
+
+def test_golden_files_live_under_profile_and_hardware(session, tmp_path):
+    assert session.golden_file("sim-base") == tmp_path / "baselines" / "sim-base" / "sim.json"
+    assert session.golden("sim-base") is None  # no file yet: MISSING, not an error
+
+
+def test_queueing_a_point_twice_keeps_the_newest(session):
+    first = PendingPoint("k", "t", 1, "output_tok_s", [], "--perf-update", False)
+    second = PendingPoint("k", "t", 1, "output_tok_s", [], "again", False)
+    path = session.queue_golden(first, "sim-base")
+    assert session.queue_golden(second, "sim-base") == path
+    assert session.pending[path].points == [second]
+    assert session.pending[path].fingerprint["hard"] == {"hardware": {"key": "sim"}}
+
+
+def test_unused_goldens_are_the_recorded_points_no_test_measured(session):
+    point = measured("sim-base", 1, [100.0])
+    session.points.append(point)
+    session.servers["sim-base"] = object()  # type: ignore[assignment]
+    session.goldens[session.golden_file("sim-base")] = {"points": {point.key: {}, "t.py::test_gone[C=5]": {}}}
+    assert session.unused_goldens() == [f"{session.golden_file('sim-base')}: t.py::test_gone[C=5]"]
+
+
+def test_analyses_pair_each_speculative_profile_with_its_base(session):
+    session.points += [measured("sim-base", c, [100.0, 101.0]) for c in (1, 250)]
+    session.points += [measured("sim-spec", 1, [110.0, 111.0]), measured("sim-spec", 250, [50.0, 51.0])]
+    (analysis,) = session.analyses()
+    assert (analysis.profile, analysis.base_profile, analysis.sglang_version) == ("sim-spec", "sim-base", "0.5.23")
+    assert [p.concurrency for p in analysis.points] == [1, 250]
+    assert analysis.crossover is not None and analysis.crossover.concurrency == 250
+
+
+@pytest.mark.parametrize(("whole_suite", "update", "unused_shown"), [(True, False, True), (False, False, False),
+                                                                       (True, True, False)])
+def test_results_report_unused_goldens_only_for_a_whole_suite_that_gates(session, whole_suite, update, unused_shown):
+    session.settings = settings(Path(session.run_dir).parents[1], update=update)
+    point = measured("sim-base", 1, [100.0], outcome=Outcome.PASS)
+    session.points.append(point)
+    session.speedups.append(speedup("sim-spec", "sim-base", 1, [1.1]))
+    session.servers["sim-base"] = type("Handle", (), {"describe": lambda self: {"engine": "sim"}})()
+    session.goldens[session.golden_file("sim-base")] = {"points": {"t.py::test_gone[C=5]": {}}}
+    results = session.results(whole_suite=whole_suite)
+    assert bool(results.unused_goldens) is unused_shown
+    assert results.points == [point] and len(results.speedups) == 1
+    assert results.servers == {"sim-base": {"engine": "sim"}}
+    assert results.profiles["sim-spec"].fail_margin == 0.15 and results.hardware_key("sim-base") == "sim"
+
+
+def test_finish_writes_queued_goldens_and_the_results_json(session, tmp_path):
+    session.settings = settings(tmp_path, json_path=tmp_path / "out" / "results.json")
+    point = measured("sim-base", 1, [100.0, 102.0])
+    session.points.append(point)
+    runs = [PendingRun(100.0, "l", 10, 640, None)]
+    session.queue_golden(PendingPoint(point.key, point.test, 1, "output_tok_s", runs, "--perf-update", False),
+                         "sim-base")
+    session.finish()
+    assert session.golden_notes and "recorded" in session.golden_notes[0]
+    assert json.loads(session.golden_file("sim-base").read_text())["points"][point.key]["summary"]["mean"] == 100.0
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["points"][0]["values"] == [100.0, 102.0]
