@@ -49,6 +49,7 @@ PACED_ITL_MS = 20.0
 
 # ----- our client, run in a child process pinned to the client core ------------------------
 
+
 def run_ours(args: argparse.Namespace) -> None:
     workload = Workload(api=args.api, output_len=args.tokens, model="bench")
     plan = LevelPlan(args.concurrency, args.requests, 1, warmup=True)
@@ -58,41 +59,104 @@ def run_ours(args: argparse.Namespace) -> None:
     else:
         runs = measure_level(args.url, workload, plan, transport=transport)
     m = metrics.summarize_run(runs[0], args.tokens)
-    print(json.dumps({
-        "tok_s": m.output_tok_s, "in_flight": m.in_flight_while_sending, "client_cpu": m.client_cpu_fraction,
-        "ttft_p50": m.ttft_s["p50"], "itl_p50": m.itl_s["p50"], "itl_p99": m.itl_s["p99"],
-        "failed": m.failed_requests, "duration": m.duration_s, "problems": list(m.problems),
-    }))
+    print(
+        json.dumps(
+            {
+                "tok_s": m.output_tok_s,
+                "in_flight": m.in_flight_while_sending,
+                "client_cpu": m.client_cpu_fraction,
+                "ttft_p50": m.ttft_s["p50"],
+                "itl_p50": m.itl_s["p50"],
+                "itl_p99": m.itl_s["p99"],
+                "failed": m.failed_requests,
+                "duration": m.duration_s,
+                "problems": list(m.problems),
+            }
+        )
+    )
 
 
 # ----- AIPerf ---------------------------------------------------------------------------------
 
-def run_aiperf(aiperf: str, tokenizer: str, url: str, c: int, n: int, tokens: int, core: int | None,
-               model: str = "bench", prompt_tokens: int = 16, prompts_file: Path | None = None) -> dict:
+
+def run_aiperf(
+    aiperf: str,
+    tokenizer: str,
+    url: str,
+    c: int,
+    n: int,
+    tokens: int,
+    core: int | None,
+    model: str = "bench",
+    prompt_tokens: int = 16,
+    prompts_file: Path | None = None,
+) -> dict:
     """One AIPerf run; ``prompts_file`` (JSONL of {"text": …}) makes it send exactly those prompts, in order."""
     out = Path(tempfile.mkdtemp(prefix="aiperf-"))
-    cmd = [aiperf, "profile", "--model", model, "--tokenizer", tokenizer, "--url", url,
-           "--endpoint-type", "completions", "--streaming", "--concurrency", str(c), "--request-count", str(n),
-           "--warmup-request-count", str(c), "--output-tokens-mean", str(tokens), "--output-tokens-stddev", "0",
-           "--extra-inputs", "ignore_eos:true", "--use-server-token-count", "--ui", "none",
-           "--output-artifact-dir", str(out)]
+    cmd = [
+        aiperf,
+        "profile",
+        "--model",
+        model,
+        "--tokenizer",
+        tokenizer,
+        "--url",
+        url,
+        "--endpoint-type",
+        "completions",
+        "--streaming",
+        "--concurrency",
+        str(c),
+        "--request-count",
+        str(n),
+        "--warmup-request-count",
+        str(c),
+        "--output-tokens-mean",
+        str(tokens),
+        "--output-tokens-stddev",
+        "0",
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--use-server-token-count",
+        "--ui",
+        "none",
+        "--output-artifact-dir",
+        str(out),
+    ]
     if prompts_file is not None:
-        cmd += ["--input-file", str(prompts_file), "--custom-dataset-type", "single_turn",
-                "--dataset-sampling-strategy", "sequential"]
+        cmd += [
+            "--input-file",
+            str(prompts_file),
+            "--custom-dataset-type",
+            "single_turn",
+            "--dataset-sampling-strategy",
+            "sequential",
+        ]
     else:
-        cmd += ["--prompt-input-tokens-mean", str(prompt_tokens), "--prompt-input-tokens-stddev", "0"]
+        cmd += [
+            "--prompt-input-tokens-mean",
+            str(prompt_tokens),
+            "--prompt-input-tokens-stddev",
+            "0",
+        ]
     if core is not None:
         cmd = ["taskset", "-c", str(core), *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     summary_path = out / "profile_export_aiperf.json"
     if proc.returncode != 0 or not summary_path.exists():
-        raise RuntimeError(f"aiperf failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        raise RuntimeError(
+            f"aiperf failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        )
     summary = json.loads(summary_path.read_text())
     records = []
     for line in (out / "profile_export.jsonl").read_text().splitlines():
         meta = json.loads(line)["metadata"]
         if meta.get("benchmark_phase") == "profiling":
-            records.append(SimpleNamespace(start=meta["request_start_ns"] / 1e9, end=meta["request_end_ns"] / 1e9))
+            records.append(
+                SimpleNamespace(
+                    start=meta["request_start_ns"] / 1e9, end=meta["request_end_ns"] / 1e9
+                )
+            )
     shutil.rmtree(out, ignore_errors=True)
     return {
         "tok_s": summary["output_token_throughput"]["avg"],
@@ -102,17 +166,29 @@ def run_aiperf(aiperf: str, tokenizer: str, url: str, c: int, n: int, tokens: in
         # latency is the per-chunk gap, which is per token here (one token per chunk).
         "itl_p50": summary["inter_chunk_latency"]["p50"] / 1e3,
         "itl_p99": summary["inter_chunk_latency"]["p99"] / 1e3,
-        "failed": int((summary.get("error_summary") or [{}])[0].get("count", 0)) if summary.get("error_summary") else 0,
+        "failed": int((summary.get("error_summary") or [{}])[0].get("count", 0))
+        if summary.get("error_summary")
+        else 0,
         "duration": summary["benchmark_duration"]["avg"],
     }
 
 
 # ----- the harness ------------------------------------------------------------------------------
 
+
 def start_server(itl_ms: float, framing: str, core: int | None) -> tuple[subprocess.Popen, str]:
     port = free_port("127.0.0.1")
-    cmd = [sys.executable, "-m", "pytest_llmperf.sim.paced", "--port", str(port), "--itl-ms", str(itl_ms),
-           "--framing", framing]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest_llmperf.sim.paced",
+        "--port",
+        str(port),
+        "--itl-ms",
+        str(itl_ms),
+        "--framing",
+        framing,
+    ]
     if core is not None:
         cmd += ["--cpu", str(core)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -132,17 +208,45 @@ def server_truth(url: str) -> dict:
     return {"ttft_p50": statistics.median(ttft) if ttft else float("nan"), "requests": len(stats)}
 
 
-def measure_client(name: str, url: str, server: psutil.Process, args: argparse.Namespace, itl_ms: float,
-                   client_core: int | None) -> dict:
+def measure_client(
+    name: str,
+    url: str,
+    server: psutil.Process,
+    args: argparse.Namespace,
+    itl_ms: float,
+    client_core: int | None,
+) -> dict:
     httpx.get(url + "/stats")  # clear
     cpu0 = sum(server.cpu_times()[:2])
     if name == "aiperf":
-        result = run_aiperf(args.aiperf, args.tokenizer, url, args.concurrency, args.requests, args.tokens,
-                            client_core)
+        result = run_aiperf(
+            args.aiperf,
+            args.tokenizer,
+            url,
+            args.concurrency,
+            args.requests,
+            args.tokens,
+            client_core,
+        )
     else:
         variant, api = name.split("/")
-        cmd = [sys.executable, __file__, "--child", "--variant", variant, "--api", api, "--url", url,
-               "--concurrency", str(args.concurrency), "--requests", str(args.requests), "--tokens", str(args.tokens)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--variant",
+            variant,
+            "--api",
+            api,
+            "--url",
+            url,
+            "--concurrency",
+            str(args.concurrency),
+            "--requests",
+            str(args.requests),
+            "--tokens",
+            str(args.tokens),
+        ]
         if client_core is not None:
             cmd = ["taskset", "-c", str(client_core), *cmd]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
@@ -168,7 +272,9 @@ def make_tokenizer(path: str) -> None:
     vocab = {"[UNK]": 0, "[EOS]": 1, **{f"w{i}": i + 2 for i in range(200)}}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="[EOS]").save_pretrained(path)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", eos_token="[EOS]"
+    ).save_pretrained(path)
 
 
 def main() -> None:
@@ -177,9 +283,15 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--paced-requests", type=int, default=500)
-    parser.add_argument("--aiperf", help="path to the aiperf executable (its own virtual environment)")
+    parser.add_argument(
+        "--aiperf", help="path to the aiperf executable (its own virtual environment)"
+    )
     parser.add_argument("--tokenizer", help="local HuggingFace tokenizer directory for AIPerf")
-    parser.add_argument("--make-tokenizer", metavar="DIR", help="write a tiny tokenizer for AIPerf to DIR and use it")
+    parser.add_argument(
+        "--make-tokenizer",
+        metavar="DIR",
+        help="write a tiny tokenizer for AIPerf to DIR and use it",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", default="uvloop", help=argparse.SUPPRESS)
     parser.add_argument("--api", default="openai", help=argparse.SUPPRESS)
@@ -188,9 +300,15 @@ def main() -> None:
     if args.child:
         return run_ours(args)
     if args.make_tokenizer:
-        subprocess.run([str(Path(args.aiperf).parent / "python"), "-c",
-                        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-                        f"import client_ceiling; client_ceiling.make_tokenizer({args.make_tokenizer!r})"], check=True)
+        subprocess.run(
+            [
+                str(Path(args.aiperf).parent / "python"),
+                "-c",
+                f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+                f"import client_ceiling; client_ceiling.make_tokenizer({args.make_tokenizer!r})",
+            ],
+            check=True,
+        )
         args.tokenizer = args.make_tokenizer
 
     cores = sorted(os.sched_getaffinity(0))
@@ -198,10 +316,17 @@ def main() -> None:
     clients = ["uvloop/openai", "uvloop/sglang", "asyncio/openai", "httpx/openai"]
     if args.aiperf:
         clients.append("aiperf")
-    print(f"# client ceiling: C={args.concurrency}, {args.tokens} tokens/request, one token per SSE event; "
-          f"server on core {server_core}, client on core {client_core}; {os.cpu_count()} cores, {sys.version.split()[0]}")
+    print(
+        f"# client ceiling: C={args.concurrency}, {args.tokens} tokens/request, one token per SSE event; "
+        f"server on core {server_core}, client on core {client_core}; {os.cpu_count()} cores, {sys.version.split()[0]}"
+    )
     scenarios = (
-        ("zero-delay, one HTTP chunk per SSE event (as uvicorn sends)", 0.0, args.requests, "event"),
+        (
+            "zero-delay, one HTTP chunk per SSE event (as uvicorn sends)",
+            0.0,
+            args.requests,
+            "event",
+        ),
         ("zero-delay, one HTTP chunk per stream", 0.0, args.requests, "stream"),
         (f"paced {PACED_ITL_MS:g} ms per token", PACED_ITL_MS, args.paced_requests, "event"),
     )
@@ -211,7 +336,10 @@ def main() -> None:
         proc, url = start_server(itl_ms, framing, server_core)
         server = psutil.Process(proc.pid)
         print(f"\n## {scenario}: N={n}\n")
-        print("| client | tok/s | in flight (of C) | client CPU | server CPU | TTFT p50 drift | ITL p50 (drift) | ITL p99 | failed |")
+        print(
+            "| client | tok/s | in flight (of C) | client CPU | server CPU | TTFT p50 drift "
+            "| ITL p50 (drift) | ITL p99 | failed |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         try:
             for name in clients:
@@ -222,8 +350,11 @@ def main() -> None:
                     continue
                 cpu = f"{r['client_cpu']:.0%}" if "client_cpu" in r else "n/a"
                 itl = _ms(r["itl_p50"]) + (f" ({r['itl_drift_ms']:+.2f})" if itl_ms else "")
-                print(f"| {name} | {r['tok_s']:,.0f} | {r['in_flight']:.1f} | {cpu} | {r['server_cpu']:.0%} | "
-                      f"{r['ttft_drift_ms']:+.1f} ms | {itl} | {_ms(r['itl_p99'])} | {r['failed']} |", flush=True)
+                print(
+                    f"| {name} | {r['tok_s']:,.0f} | {r['in_flight']:.1f} | {cpu} | {r['server_cpu']:.0%} | "
+                    f"{r['ttft_drift_ms']:+.1f} ms | {itl} | {_ms(r['itl_p99'])} | {r['failed']} |",
+                    flush=True,
+                )
         finally:
             proc.kill()
             proc.wait()

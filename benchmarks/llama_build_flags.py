@@ -35,12 +35,16 @@ def measure(binary: str, profile) -> dict[int, float]:
     port = free_port("127.0.0.1")
     command = build_command(profile, "127.0.0.1", port, REPO)
     command[0] = binary
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_health(url)
         workload = Workload(api="openai", output_len=OUTPUT_LEN, model="smollm2")
-        measure_level(url, workload, LevelPlan(1, 2, 1))  # warm-up: first requests fault the weights in
+        measure_level(
+            url, workload, LevelPlan(1, 2, 1)
+        )  # warm-up: first requests fault the weights in
         out = {}
         for c in LEVELS:
             run = measure_level(url, workload, LevelPlan(c, max(8, 4 * c), 1))[0]
@@ -60,7 +64,7 @@ def main() -> None:
     profile = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles["llamacpp-smollm2"]
     results: dict[str, dict[int, list[float]]] = {k: {c: [] for c in LEVELS} for k in "ab"}
     for i in range(args.rounds):
-        for key in ("ab" if i % 2 == 0 else "ba"):
+        for key in "ab" if i % 2 == 0 else "ba":
             for c, tok_s in measure(getattr(args, key), profile).items():
                 results[key][c].append(tok_s)
         print(f"round {i + 1}/{args.rounds} done", file=sys.stderr, flush=True)
@@ -69,8 +73,10 @@ def main() -> None:
     print("|---:|---:|---:|---:|")
     for c in LEVELS:
         a, b = results["a"][c], results["b"][c]
-        print(f"| {c} | {statistics.fmean(a):.1f} ± {statistics.stdev(a):.1f} | "
-              f"{statistics.fmean(b):.1f} ± {statistics.stdev(b):.1f} | {statistics.fmean(b) / statistics.fmean(a):.3f} |")
+        print(
+            f"| {c} | {statistics.fmean(a):.1f} ± {statistics.stdev(a):.1f} | "
+            f"{statistics.fmean(b):.1f} ± {statistics.stdev(b):.1f} | {statistics.fmean(b) / statistics.fmean(a):.3f} |"
+        )
 
 
 if __name__ == "__main__":

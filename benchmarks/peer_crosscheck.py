@@ -46,8 +46,12 @@ def main() -> None:
     parser.add_argument("--aiperf", required=True)
     parser.add_argument("--tokenizer", required=True)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--no-isolate", dest="isolate", action="store_false",
-                        help="share every core between server and clients (and let AIPerf slow the server)")
+    parser.add_argument(
+        "--no-isolate",
+        dest="isolate",
+        action="store_false",
+        help="share every core between server and clients (and let AIPerf slow the server)",
+    )
     args = parser.parse_args()
     profile = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles["llamacpp-smollm2"]
     port = free_port("127.0.0.1")
@@ -60,38 +64,66 @@ def main() -> None:
         command = ["taskset", "-c", str(server_core), *command]
         os.sched_setaffinity(0, client_cores)
         client_core = min(client_cores)
-    log = open(REPO / ".llmperf" / "peer_crosscheck_server.log", "w") if (REPO / ".llmperf").is_dir() else subprocess.DEVNULL
+    log = (
+        open(REPO / ".llmperf" / "peer_crosscheck_server.log", "w")
+        if (REPO / ".llmperf").is_dir()
+        else subprocess.DEVNULL
+    )
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     # Both clients send the plugin's prompt set, in the same order: same prefill work, same
     # (llama.cpp prompt-cache) hits; AIPerf's synthetic prompts would differ in both.
     prompts_file = Path(tempfile.mkdtemp(prefix="peer-")) / "prompts.jsonl"
-    prompts_file.write_text("".join(json.dumps({"text": p}) + "\n" for p in default_prompts().prompts))
+    prompts_file.write_text(
+        "".join(json.dumps({"text": p}) + "\n" for p in default_prompts().prompts)
+    )
     try:
         wait_for_health(url)
-        where = (f"server: 1 thread on core {server_core}; clients on core(s) {sorted(client_cores)}" if args.isolate
-                 else f"{os.cpu_count()} cores shared by server (-t 2) and clients")
-        print(f"# llama-server SmolLM2-135M Q4_1, -np 4, {OUTPUT_LEN} tokens/request, {args.rounds} rounds; {where}")
-        print("\n| C | plugin tok/s | AIPerf tok/s | Δ | plugin TTFT p50 | AIPerf TTFT p50 | plugin in flight |")
+        where = (
+            f"server: 1 thread on core {server_core}; clients on core(s) {sorted(client_cores)}"
+            if args.isolate
+            else f"{os.cpu_count()} cores shared by server (-t 2) and clients"
+        )
+        print(
+            f"# llama-server SmolLM2-135M Q4_1, -np 4, {OUTPUT_LEN} tokens/request, {args.rounds} rounds; {where}"
+        )
+        print(
+            "\n| C | plugin tok/s | AIPerf tok/s | Δ | plugin TTFT p50 | AIPerf TTFT p50 | plugin in flight |"
+        )
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for c in (1, 2, 4):
             n = max(8, 4 * c)
             ours, theirs, ttft_ours, ttft_theirs, in_flight = [], [], [], [], []
             for _ in range(args.rounds):
-                run = measure_level(url, Workload(api="openai", output_len=OUTPUT_LEN, model="smollm2"),
-                                    LevelPlan(c, n, 1))[0]
+                run = measure_level(
+                    url,
+                    Workload(api="openai", output_len=OUTPUT_LEN, model="smollm2"),
+                    LevelPlan(c, n, 1),
+                )[0]
                 m = metrics.summarize_run(run, OUTPUT_LEN)
                 ours.append(m.output_tok_s)
                 ttft_ours.append(m.ttft_s["p50"])
                 in_flight.append(m.in_flight_while_sending)
-                r = run_aiperf(args.aiperf, args.tokenizer, url, c, n, OUTPUT_LEN, client_core, model="smollm2",
-                               prompts_file=prompts_file)
+                r = run_aiperf(
+                    args.aiperf,
+                    args.tokenizer,
+                    url,
+                    c,
+                    n,
+                    OUTPUT_LEN,
+                    client_core,
+                    model="smollm2",
+                    prompts_file=prompts_file,
+                )
                 theirs.append(r["tok_s"])
                 ttft_theirs.append(r["ttft_p50"])
             a, b = statistics.fmean(ours), statistics.fmean(theirs)
-            print(f"| {c} | {a:,.1f} ± {statistics.stdev(ours):.1f} | {b:,.1f} ± {statistics.stdev(theirs):.1f} | "
-                  f"{(a / b - 1) * 100:+.1f} % | {statistics.median(ttft_ours) * 1e3:.1f} ms | "
-                  f"{statistics.median(ttft_theirs) * 1e3:.1f} ms | {statistics.fmean(in_flight):.2f} |", flush=True)
+            print(
+                f"| {c} | {a:,.1f} ± {statistics.stdev(ours):.1f} | {b:,.1f} ± {statistics.stdev(theirs):.1f} | "
+                f"{(a / b - 1) * 100:+.1f} % | {statistics.median(ttft_ours) * 1e3:.1f} ms | "
+                f"{statistics.median(ttft_theirs) * 1e3:.1f} ms | {statistics.fmean(in_flight):.2f} |",
+                flush=True,
+            )
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()

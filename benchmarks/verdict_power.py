@@ -40,7 +40,9 @@ LAUNCH_DRIFT = 0.02
 MARGINS = {"fail_margin": 0.15, "warn_margin": 0.05}
 
 
-def one_point(rng: np.random.Generator, cv: float, drop: float, drift: float) -> tuple[str, bool, int]:
+def one_point(
+    rng: np.random.Generator, cv: float, drop: float, drift: float
+) -> tuple[str, bool, int]:
     def launch(level: float, n: int) -> np.ndarray:
         offset = rng.normal(0.0, drift) if drift else 0.0
         return level * np.exp(offset + rng.normal(0.0, cv, n))
@@ -57,8 +59,14 @@ def one_point(rng: np.random.Generator, cv: float, drop: float, drift: float) ->
 
 def monte_carlo(trials: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
-    print(f"# Monte-Carlo, {trials} trials per cell; cells: FAIL % · WARN % · inconclusive % · mean runs")
-    print("\n| noise | CV | " + " | ".join(f"drop {d:.0%}" for d in DROPS) + " | false FAIL per 16-point night |")
+    print(
+        f"# Monte-Carlo, {trials} trials per cell; cells: FAIL % · WARN % · inconclusive % · mean runs"
+    )
+    print(
+        "\n| noise | CV | "
+        + " | ".join(f"drop {d:.0%}" for d in DROPS)
+        + " | false FAIL per 16-point night |"
+    )
     print("|---|---|" + "---|" * len(DROPS) + "---|")
     for label, drift in (("iid", 0.0), (f"±{LAUNCH_DRIFT:.0%} launch drift", LAUNCH_DRIFT)):
         for cv in CVS:
@@ -76,17 +84,22 @@ def monte_carlo(trials: int, seed: int) -> None:
                 rate = {k: 100.0 * v / trials for k, v in counts.items()}
                 if drop == 0.0:
                     null_fail = counts["FAIL"] / trials
-                cells.append(f"{rate['FAIL']:.2f} · {rate['WARN']:.1f} · {rate['inconclusive']:.1f} · "
-                             f"{runs / trials:.2f}")
+                cells.append(
+                    f"{rate['FAIL']:.2f} · {rate['WARN']:.1f} · {rate['inconclusive']:.1f} · "
+                    f"{runs / trials:.2f}"
+                )
             night = 1 - (1 - null_fail) ** 16
             bound = f" (< {1 - (1 - 1 / trials) ** 16:.2%})" if null_fail == 0 else ""
-            print(f"| {label} | {cv:.0%} | " + " | ".join(cells) + f" | {night:.2%}{bound} |", flush=True)
+            print(
+                f"| {label} | {cv:.0%} | " + " | ".join(cells) + f" | {night:.2%}{bound} |",
+                flush=True,
+            )
 
 
-SUITE = '''
+SUITE = """
 def test_output_throughput(llmperf, llm_concurrency):
     llmperf.check(llmperf.measure(concurrency=llm_concurrency))
-'''
+"""
 
 
 def profiles(knob: str = "") -> str:
@@ -110,8 +123,22 @@ def profiles(knob: str = "") -> str:
 def pytest_run(project: Path, *args: str) -> dict:
     out = project / "result.json"
     out.unlink(missing_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--perf-json", str(out),
-                           *args], cwd=project, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--perf-json",
+            str(out),
+            *args,
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
     if not out.exists():
         raise RuntimeError(proc.stdout[-3000:] + proc.stderr[-3000:])
     return json.loads(out.read_text())
@@ -126,9 +153,13 @@ def end_to_end(k: int) -> None:
         started = time.monotonic()
         pytest_run(project, "--perf-update", "--perf-update-runs", "5")
         pytest_run(project, "--perf-update", "--perf-update-runs", "5", "--perf-pool")
-        print(f"\n# End to end on the simulated engine: goldens recorded (2 launches x 5 runs) in "
-              f"{time.monotonic() - started:.0f} s")
-        print("\n| run | verdicts (6 points: 2 profiles x C = 1, 10, 30) | worst ratio | runs used |")
+        print(
+            f"\n# End to end on the simulated engine: goldens recorded (2 launches x 5 runs) in "
+            f"{time.monotonic() - started:.0f} s"
+        )
+        print(
+            "\n| run | verdicts (6 points: 2 profiles x C = 1, 10, 30) | worst ratio | runs used |"
+        )
         print("|---|---|---:|---:|")
         false_fails = 0
         for i in range(1, k + 1):
@@ -142,7 +173,10 @@ def end_to_end(k: int) -> None:
         print(f"\nFalse FAILs over {k} unchanged runs ({6 * k} points): {false_fails}")
         (project / "profiles.toml").write_text(profiles("0.7"))
         data = pytest_run(project)
-        verdicts = {f"{p['profile']} C={p['concurrency']}": (p["verdict"], round(p["ratio"], 3)) for p in data["points"]}
+        verdicts = {
+            f"{p['profile']} C={p['concurrency']}": (p["verdict"], round(p["ratio"], 3))
+            for p in data["points"]
+        }
         failed = sum(v == "FAIL" for v, _ in verdicts.values())
         print(f"\nEngine 30 % slower: {failed} of {len(verdicts)} points FAIL: {verdicts}")
     finally:
@@ -151,9 +185,13 @@ def end_to_end(k: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=5000, help="Monte-Carlo trials per cell (0 to skip)")
+    parser.add_argument(
+        "--trials", type=int, default=5000, help="Monte-Carlo trials per cell (0 to skip)"
+    )
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--e2e", type=int, default=0, metavar="K", help="unchanged end-to-end suite runs")
+    parser.add_argument(
+        "--e2e", type=int, default=0, metavar="K", help="unchanged end-to-end suite runs"
+    )
     args = parser.parse_args()
     if args.trials:
         monte_carlo(args.trials, args.seed)

@@ -1,10 +1,10 @@
 """Errors and warnings raised by pytest-llmperf.
 
-    LLMPerfError
-    ├── ProfileError          a profiles file or one of its fields is wrong
-    └── ServerError           a server could not be started, answered wrongly or died
-        ├── ServerStartError  exited or timed out while loading (carries the log tail)
-        └── ServerDiedError   exited while it was being measured
+LLMPerfError
+├── ProfileError          a profiles file or one of its fields is wrong
+└── ServerError           a server could not be started, answered wrongly or died
+    ├── ServerStartError  exited or timed out while loading (carries the log tail)
+    └── ServerDiedError   exited while it was being measured
 """
 
 from __future__ import annotations

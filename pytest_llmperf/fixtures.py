@@ -52,13 +52,22 @@ class Margins:
     warn: float
 
 
-def margins(profile: Profile, marker: dict[str, float], *, fail_margin: float | None = None,
-            warn_margin: float | None = None) -> Margins:
+def margins(
+    profile: Profile,
+    marker: dict[str, float],
+    *,
+    fail_margin: float | None = None,
+    warn_margin: float | None = None,
+) -> Margins:
     """The profile's verdict margins, overridden by ``@pytest.mark.llmperf(...)`` on the test and
     then by the arguments of the check."""
     return Margins(
-        fail=fail_margin if fail_margin is not None else marker.get("fail_margin", profile.fail_margin),
-        warn=warn_margin if warn_margin is not None else marker.get("warn_margin", profile.warn_margin),
+        fail=fail_margin
+        if fail_margin is not None
+        else marker.get("fail_margin", profile.fail_margin),
+        warn=warn_margin
+        if warn_margin is not None
+        else marker.get("warn_margin", profile.warn_margin),
     )
 
 
@@ -74,7 +83,9 @@ def marker_margins(node: pytest.Item) -> dict[str, float]:
         )
     for name, value in mark.kwargs.items():
         if not isinstance(value, (int, float)) or not 0 < value < 1:
-            raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.llmperf({name}={value!r}) must be between 0 and 1.")
+            raise pytest.UsageError(
+                f"{node.nodeid}: @pytest.mark.llmperf({name}={value!r}) must be between 0 and 1."
+            )
     return dict(mark.kwargs)
 
 
@@ -97,14 +108,22 @@ def _golden(session: LLMPerfSession, point: Point) -> tuple[Path, dict[str, Any]
         pytest.fail(str(exc), pytrace=False)
 
 
-def _record(session: LLMPerfSession, point: Point, runs: list[PendingRun], warn_margin: float) -> None:
+def _record(
+    session: LLMPerfSession, point: Point, runs: list[PendingRun], warn_margin: float
+) -> None:
     """Under --perf-update: queue ``point`` for its golden file (written at the end of the run)."""
     __tracebackhide__ = True
     path, golden = _golden(session, point)
     old = ((golden or {}).get("points") or {}).get(point.key)
     settings = session.settings
-    pending = check.pending(point, runs, old, pool=settings.pool, accept_worse=settings.accept_worse,
-                            warn_margin=warn_margin)
+    pending = check.pending(
+        point,
+        runs,
+        old,
+        pool=settings.pool,
+        accept_worse=settings.accept_worse,
+        warn_margin=warn_margin,
+    )
     check.recorded(point, session.queue_golden(pending, point.profile))
 
 
@@ -124,16 +143,28 @@ class LLMPerfFixture:
     session: LLMPerfSession
     nodeid: str
     marker: dict[str, float] = field(default_factory=dict)  # from @pytest.mark.llmperf
-    measured: list[MeasuredPoint] = field(default_factory=list)  # this test's points, for JUnit properties
+    measured: list[MeasuredPoint] = field(
+        default_factory=list
+    )  # this test's points, for JUnit properties
 
     def workload(self, output_len: int | None = None) -> Workload:
         from pytest_llmperf.load.workload import Workload
 
-        return Workload(api=self.profile.api, output_len=output_len or self.profile.output_len,
-                        model=served_model(self.server), extra_body=self.profile.extra_body)
+        return Workload(
+            api=self.profile.api,
+            output_len=output_len or self.profile.output_len,
+            model=served_model(self.server),
+            extra_body=self.profile.extra_body,
+        )
 
-    def measure(self, concurrency: int, *, runs: int | None = None, output_len: int | None = None,
-                metric: str = "output_tok_s") -> MeasuredPoint:
+    def measure(
+        self,
+        concurrency: int,
+        *,
+        runs: int | None = None,
+        output_len: int | None = None,
+        metric: str = "output_tok_s",
+    ) -> MeasuredPoint:
         """Warm up at ``concurrency``, then run ``runs`` closed-loop runs of N = max(floor, 4·C) requests.
 
         Under ``--perf-update`` at least ``--perf-update-runs`` runs are made, for the golden.
@@ -148,13 +179,20 @@ class LLMPerfFixture:
         workload = self.workload(output_len)
         n_requests = profile.requests_per_run(concurrency)
         point = MeasuredPoint(
-            profile=profile.name, test=self.nodeid, concurrency=concurrency, metric=metric,
-            launch_id=self.server.launch_id, output_len=workload.output_len, api=workload.api,
+            profile=profile.name,
+            test=self.nodeid,
+            concurrency=concurrency,
+            metric=metric,
+            launch_id=self.server.launch_id,
+            output_len=workload.output_len,
+            api=workload.api,
             workload={**workload.describe(), "requests_per_run": n_requests},
         )
         self.measured.append(point)
         if not profile.remeasure_of:  # never gated
-            _golden(self.session, point)  # a corrupt golden fails before the measurement, not after it
+            _golden(
+                self.session, point
+            )  # a corrupt golden fails before the measurement, not after it
         point.runs = self._runs(workload, LevelPlan(concurrency, n_requests, runs, profile.warmup))
         self.session.record(point)
         return point
@@ -168,17 +206,30 @@ class LLMPerfFixture:
         try:
             server.ensure_alive("before this test")
             raw = measure(
-                server.base_url, workload, plan, workers=settings.client_workers, transport=settings.transport,
-                timeout_s=self.profile.request_timeout_s, headers=server.headers,
+                server.base_url,
+                workload,
+                plan,
+                workers=settings.client_workers,
+                transport=settings.transport,
+                timeout_s=self.profile.request_timeout_s,
+                headers=server.headers,
                 between_runs=flush_cache if self.profile.api == "sglang" else None,
             )
             server.ensure_alive("while it was being measured")
         except ServerDiedError as exc:
-            pytest.fail(f"{exc}\n  The remaining tests of profile {self.profile.name} are skipped.", pytrace=False)
+            pytest.fail(
+                f"{exc}\n  The remaining tests of profile {self.profile.name} are skipped.",
+                pytrace=False,
+            )
         return [summarize_run(r, workload.output_len) for r in raw]
 
-    def check(self, point: MeasuredPoint, *, fail_margin: float | None = None,
-              warn_margin: float | None = None) -> None:
+    def check(
+        self,
+        point: MeasuredPoint,
+        *,
+        fail_margin: float | None = None,
+        warn_margin: float | None = None,
+    ) -> None:
         """Fail the test unless the point is valid and holds against its golden baseline.
 
         Margins default to the profile's, overridden by ``@pytest.mark.llmperf(fail_margin=…)``
@@ -196,8 +247,10 @@ class LLMPerfFixture:
             return  # A/B/A: measured for the base's drift; the first measurement is the one gated
         m = margins(self.profile, self.marker, fail_margin=fail_margin, warn_margin=warn_margin)
         if self.session.settings.update:
-            runs = [PendingRun(value, point.launch_id, r.requests, r.output_tokens, r.accept_length)
-                    for value, r in zip(point.values, point.runs)]
+            runs = [
+                PendingRun(value, point.launch_id, r.requests, r.output_tokens, r.accept_length)
+                for value, r in zip(point.values, point.runs)
+            ]
             return _record(self.session, point, runs, m.warn)
         path, golden = _golden(self.session, point)
         update = check.update_command(self.nodeid, [self.profile.name])
@@ -205,16 +258,25 @@ class LLMPerfFixture:
         gold = [r["value"] for r in entry["runs"]]
 
         def verdict() -> Verdict:
-            return decide(point.values, gold, fail_margin=m.fail, warn_margin=m.warn,
-                          last_stage=len(point.values) >= STAGES[-1])
+            return decide(
+                point.values,
+                gold,
+                fail_margin=m.fail,
+                warn_margin=m.warn,
+                last_stage=len(point.values) >= STAGES[-1],
+            )
 
         result = verdict()
         while result.outcome is Outcome.UNCERTAIN:
             from pytest_llmperf.load.loadgen import LevelPlan
 
             target = next(n for n in STAGES if n > len(point.values))
-            plan = LevelPlan(point.concurrency, self.profile.requests_per_run(point.concurrency),
-                             target - len(point.values), warmup=False)
+            plan = LevelPlan(
+                point.concurrency,
+                self.profile.requests_per_run(point.concurrency),
+                target - len(point.values),
+                warmup=False,
+            )
             point.runs += self._runs(self.workload(point.output_len), plan)
             if point.problems:
                 return self.check(point, fail_margin=m.fail, warn_margin=m.warn)
@@ -234,8 +296,13 @@ class LLMPerfSpeedupFixture:
     marker: dict[str, float] = field(default_factory=dict)
     measured: list[SpeedupPoint] = field(default_factory=list)  # for JUnit properties
 
-    def check(self, of: str | None = None, *, fail_margin: float | None = None,
-              warn_margin: float | None = None) -> SpeedupPoint:
+    def check(
+        self,
+        of: str | None = None,
+        *,
+        fail_margin: float | None = None,
+        warn_margin: float | None = None,
+    ) -> SpeedupPoint:
         """Gate the speedup of the ``output_tok_s`` points measured by test ``of`` (a test function
         name such as ``test_output_throughput``; optional when only one test measures them)."""
         __tracebackhide__ = True
@@ -246,15 +313,26 @@ class LLMPerfSpeedupFixture:
         m = margins(self.profile, self.marker, fail_margin=fail_margin, warn_margin=warn_margin)
 
         # A/B/A: each run's base is the geometric mean of the base's run k before and after.
-        base_values = ([math.sqrt(b * a) for b, a in zip(base.values, after.values)] if after is not None
-                       else list(base.values))
+        base_values = (
+            [math.sqrt(b * a) for b, a in zip(base.values, after.values)]
+            if after is not None
+            else list(base.values)
+        )
         point = SpeedupPoint(
-            profile=self.profile.name, base_profile=self.base.name, test=self.nodeid, concurrency=self.concurrency,
-            metric="speedup", launch_id=f"{spec.launch_id}/{base.launch_id}", of_test=spec.key,
+            profile=self.profile.name,
+            base_profile=self.base.name,
+            test=self.nodeid,
+            concurrency=self.concurrency,
+            metric="speedup",
+            launch_id=f"{spec.launch_id}/{base.launch_id}",
+            of_test=spec.key,
             samples=tuple(paired_ratios(spec.values, base_values)),
             accept_lengths=tuple(r.accept_length for r in spec.runs),
-            workload={"of": spec.key, "base_profile": self.base.name,
-                      "base_fingerprint": self.session.fingerprints[self.base.name].comparability_hash},
+            workload={
+                "of": spec.key,
+                "base_profile": self.base.name,
+                "base_fingerprint": self.session.fingerprints[self.base.name].comparability_hash,
+            },
         )
         self.session.speedups.append(point)
         self.measured.append(point)
@@ -267,36 +345,55 @@ class LLMPerfSpeedupFixture:
                 point.notes.append(
                     f"the base drifted {signed_percent(drift - 1)} % between its measurements before and after "
                     f"{self.profile.name} (more than the {self.session.settings.drift_margin * 100:g} % drift "
-                    "margin), so no speedup from this run is trustworthy")
+                    "margin), so no speedup from this run is trustworthy"
+                )
         _fail_if_invalid(point, "speedup INVALID")
         if self.session.settings.update:
             accept = point.accept_lengths
-            runs = [PendingRun(v, point.launch_id, 0, 0, accept[k] if k < len(accept) else None)
-                    for k, v in enumerate(point.values)]
+            runs = [
+                PendingRun(v, point.launch_id, 0, 0, accept[k] if k < len(accept) else None)
+                for k, v in enumerate(point.values)
+            ]
             _record(self.session, point, runs, m.warn)
             return point
         path, golden = _golden(self.session, point)
         update = check.update_command(self.nodeid, [self.base.name, self.profile.name])
         entry = check.compare(point, golden, path, self.session.fingerprints[point.profile], update)
-        result = decide(point.values, [r["value"] for r in entry["runs"]], fail_margin=m.fail, warn_margin=m.warn,
-                        last_stage=True)
+        result = decide(
+            point.values,
+            [r["value"] for r in entry["runs"]],
+            fail_margin=m.fail,
+            warn_margin=m.warn,
+            last_stage=True,
+        )
         check.conclude(point, result, entry, path, m.fail)
         return point
 
-    def _measured(self, profile: str, of: str | None, required: bool = True) -> MeasuredPoint | None:
+    def _measured(
+        self, profile: str, of: str | None, required: bool = True
+    ) -> MeasuredPoint | None:
         __tracebackhide__ = True
-        found = [p for p in self.session.points
-                 if p.profile == profile and p.concurrency == self.concurrency and p.metric == "output_tok_s"
-                 and (of is None or p.node.function == of)]
+        found = [
+            p
+            for p in self.session.points
+            if p.profile == profile
+            and p.concurrency == self.concurrency
+            and p.metric == "output_tok_s"
+            and (of is None or p.node.function == of)
+        ]
         tests = sorted({p.node.without_params for p in found})
         if len(tests) > 1:
-            raise pytest.UsageError(f"{self.nodeid}: several tests measured {profile} at C={self.concurrency} "
-                                    f"({', '.join(tests)}); name one: llmperf_speedup.check(of=\"test_...\").")
+            raise pytest.UsageError(
+                f"{self.nodeid}: several tests measured {profile} at C={self.concurrency} "
+                f'({", ".join(tests)}); name one: llmperf_speedup.check(of="test_...").'
+            )
         if not found:
             if not required:
                 return None
-            pytest.skip(f"{profile} was not measured at C={self.concurrency} in this run "
-                        f"({'test ' + of if of else 'output_tok_s'}): no speedup to check")
+            pytest.skip(
+                f"{profile} was not measured at C={self.concurrency} in this run "
+                f"({'test ' + of if of else 'output_tok_s'}): no speedup to check"
+            )
         return found[-1]
 
 
@@ -327,7 +424,9 @@ def start_server(profile: Profile, session: LLMPerfSession, progress: ProgressLi
     except ServerError as exc:
         failure = str(exc)
     if failure is not None:
-        pytest.fail(failure, pytrace=False)  # outside the except: no "during handling" chain in the report
+        pytest.fail(
+            failure, pytrace=False
+        )  # outside the except: no "during handling" chain in the report
     session.servers[profile.name] = handle
     session.fingerprints[profile.name] = fingerprint.take(profile, handle.info, handle.command)
     return handle
@@ -352,7 +451,10 @@ def _warn_if_unfair(session: LLMPerfSession, spec: Profile) -> None:
         return
     diff = unfair_differences(spec.args, base.args)
     if diff:
-        warnings.warn(LLMPerfWarning(
-            f"{spec.name} differs from its base {base.name} beyond the speculative flags, so the speedup also "
-            f"measures these: {'; '.join(diff)}. Give both profiles the same values for a fair comparison."),
-            stacklevel=3)
+        warnings.warn(
+            LLMPerfWarning(
+                f"{spec.name} differs from its base {base.name} beyond the speculative flags, so the speedup also "
+                f"measures these: {'; '.join(diff)}. Give both profiles the same values for a fair comparison."
+            ),
+            stacklevel=3,
+        )

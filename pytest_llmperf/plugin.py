@@ -83,14 +83,22 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     session = config.stash.get(SESSION_KEY, None)
     if session is None or not session.selected or session.profiles is None:
         return []
-    where = f"attached to {session.settings.server_url}" if session.settings.server_url else f"logs in {session.run_dir}"
-    return [f"llmperf: profiles {', '.join(p.name for p in session.selected)} ({session.profiles.path}); {where}"]
+    where = (
+        f"attached to {session.settings.server_url}"
+        if session.settings.server_url
+        else f"logs in {session.run_dir}"
+    )
+    return [
+        f"llmperf: profiles {', '.join(p.name for p in session.selected)} ({session.profiles.path}); {where}"
+    ]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = metafunc.config.stash[SESSION_KEY]
     if "llmperf_speedup" in metafunc.fixturenames:
-        metafunc.parametrize("llmperf_speedup", speedup_params(session.profiles, session.selected), indirect=True)
+        metafunc.parametrize(
+            "llmperf_speedup", speedup_params(session.profiles, session.selected), indirect=True
+        )
         return
     if "llm_profile" not in metafunc.fixturenames:
         return
@@ -142,7 +150,9 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
     from pytest_llmperf.fixtures import start_server, stop_server
     from pytest_llmperf.progress import ProgressLine
 
-    handle = start_server(llm_profile, request.config.stash[SESSION_KEY], ProgressLine(request.config))
+    handle = start_server(
+        llm_profile, request.config.stash[SESSION_KEY], ProgressLine(request.config)
+    )
     try:
         yield handle
     finally:
@@ -150,13 +160,20 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
 
 
 @pytest.fixture
-def llmperf(llm_profile: Profile, llm_server: ServerHandle, request: pytest.FixtureRequest) -> Iterator[LLMPerfFixture]:
+def llmperf(
+    llm_profile: Profile, llm_server: ServerHandle, request: pytest.FixtureRequest
+) -> Iterator[LLMPerfFixture]:
     from pytest_llmperf.fixtures import LLMPerfFixture, marker_margins
 
     if llm_server.died:
         pytest.skip(f"{llm_profile.name}: the server {llm_server.died}; see {llm_server.log_path}")
-    fixture = LLMPerfFixture(llm_profile, llm_server, request.config.stash[SESSION_KEY], request.node.nodeid,
-                             marker_margins(request.node))
+    fixture = LLMPerfFixture(
+        llm_profile,
+        llm_server,
+        request.config.stash[SESSION_KEY],
+        request.node.nodeid,
+        marker_margins(request.node),
+    )
     yield fixture
     _add_junit_properties(request.node, fixture.measured)
 
@@ -168,8 +185,14 @@ def llmperf_speedup(request: pytest.FixtureRequest) -> Iterator[LLMPerfSpeedupFi
 
     session = request.config.stash[SESSION_KEY]
     spec, base, concurrency = request.param
-    fixture = LLMPerfSpeedupFixture(session.profile(spec), session.profile(base), concurrency, session,
-                                    request.node.nodeid, marker_margins(request.node))
+    fixture = LLMPerfSpeedupFixture(
+        session.profile(spec),
+        session.profile(base),
+        concurrency,
+        session,
+        request.node.nodeid,
+        marker_margins(request.node),
+    )
     yield fixture
     _add_junit_properties(request.node, fixture.measured)
 
@@ -181,13 +204,17 @@ def _add_junit_properties(node: pytest.Item, points: Sequence[Point]) -> None:
         node.user_properties.extend(properties(point))
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
     from pytest_llmperf.render import terminal
 
     session = config.stash.get(SESSION_KEY, None)
     if session is None or not session.points:
         return
-    results = session.results(whole_suite=session.whole_suite and exitstatus != pytest.ExitCode.INTERRUPTED)
+    results = session.results(
+        whole_suite=session.whole_suite and exitstatus != pytest.ExitCode.INTERRUPTED
+    )
     terminalreporter.write_sep("=", "llmperf: output throughput per concurrency")
     for line in terminal.table_lines(results.points):
         terminalreporter.write_line(line)

@@ -37,10 +37,19 @@ APIS = ("sglang", "openai")
 COMMAND_PLACEHOLDERS = ("host", "port", "model", "python", "run_dir")
 #: Where each engine answers 200 once it can serve. SGLang's /health_generate runs a real
 #: one-token generation; llama.cpp's /health answers 503 while the model loads.
-HEALTH_PATHS = {"sglang": "/health_generate", "sim": "/health_generate", "llamacpp": "/health", "command": "/health"}
+HEALTH_PATHS = {
+    "sglang": "/health_generate",
+    "sim": "/health_generate",
+    "llamacpp": "/health",
+    "command": "/health",
+}
 #: Flags that make a server speculative, per engine (``speculative = true|false`` overrides).
-SPECULATIVE_FLAGS = {"sglang": ("--speculative-algorithm",), "sim": ("--speculative-algorithm",),
-                     "llamacpp": ("-md", "--model-draft"), "command": ("--speculative-algorithm", "-md", "--model-draft")}
+SPECULATIVE_FLAGS = {
+    "sglang": ("--speculative-algorithm",),
+    "sim": ("--speculative-algorithm",),
+    "llamacpp": ("-md", "--model-draft"),
+    "command": ("--speculative-algorithm", "-md", "--model-draft"),
+}
 
 #: Fields and their defaults; a field missing here is not a profile field.
 DEFAULTS: dict[str, Any] = {
@@ -189,7 +198,9 @@ def load_profiles(path: str | Path) -> ProfileSet:
         raise ProfileError(f"{path}: no profiles; define at least one [profiles.NAME] table.")
     for name, table in tables.items():
         if not isinstance(table, dict):
-            raise ProfileError(f"{path}: profiles.{name} must be a table, got {type(table).__name__}.")
+            raise ProfileError(
+                f"{path}: profiles.{name} must be a table, got {type(table).__name__}."
+            )
 
     profiles = {name: _resolve(path, tables, name, ()) for name in tables}
     profiles = {name: _with_base(path, profiles, profile) for name, profile in profiles.items()}
@@ -237,11 +248,22 @@ def _resolve(path: Path, tables: dict[str, dict], name: str, chain: tuple[str, .
         if key == "extends":
             continue
         if key == "env":
-            _check(where, key, value, _is_str_map, "a table of string values, e.g. { NCCL_PROTO = \"LL\" }")
+            _check(
+                where,
+                key,
+                value,
+                _is_str_map,
+                'a table of string values, e.g. { NCCL_PROTO = "LL" }',
+            )
             merged["env"] = {**merged["env"], **value}
         elif key == "extra_body":
-            _check(where, key, value, lambda v: isinstance(v, dict),
-                   "a table of JSON fields added to every request, e.g. { cache_prompt = false }")
+            _check(
+                where,
+                key,
+                value,
+                lambda v: isinstance(v, dict),
+                "a table of JSON fields added to every request, e.g. { cache_prompt = false }",
+            )
             merged["extra_body"] = {**merged["extra_body"], **value}
         else:
             merged[key] = value
@@ -258,14 +280,20 @@ def _with_base(path: Path, profiles: Mapping[str, Profile], profile: Profile) ->
     base = profile.base_profile
     if base is not None:
         if not profile.speculative:
-            raise ProfileError(f"{where}: only a speculative profile (with --speculative-algorithm, or "
-                               "speculative = true) has a base; remove the field.")
+            raise ProfileError(
+                f"{where}: only a speculative profile (with --speculative-algorithm, or "
+                "speculative = true) has a base; remove the field."
+            )
         if not isinstance(base, str) or base not in profiles:
-            raise ProfileError(f"{where}: {base!r} is not a profile in this file. "
-                               f"Available profiles: {', '.join(sorted(profiles))}.")
+            raise ProfileError(
+                f"{where}: {base!r} is not a profile in this file. "
+                f"Available profiles: {', '.join(sorted(profiles))}."
+            )
         if profiles[base].speculative:
-            raise ProfileError(f"{where}: {base!r} is speculative itself; name the non-speculative profile "
-                               "that this one is compared with.")
+            raise ProfileError(
+                f"{where}: {base!r} is speculative itself; name the non-speculative profile "
+                "that this one is compared with."
+            )
         return profile
     if not profile.speculative:
         return profile
@@ -276,7 +304,9 @@ def _with_base(path: Path, profiles: Mapping[str, Profile], profile: Profile) ->
 
 
 def _as_fields(profile: Profile) -> dict[str, Any]:
-    fields = {key: getattr(profile, key) for key in DEFAULTS if key not in ("extra_args", "speculative")}
+    fields = {
+        key: getattr(profile, key) for key in DEFAULTS if key not in ("extra_args", "speculative")
+    }
     fields["speculative"] = profile.speculative_setting
     fields["args"] = list(profile.args)
     fields["concurrency"] = list(profile.concurrency)
@@ -288,21 +318,64 @@ def _as_fields(profile: Profile) -> dict[str, Any]:
 
 def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Profile:
     where = f"{path}: profile {name!r}"
-    _check(where, "engine", f["engine"], lambda v: v in ENGINES, f"one of {', '.join(map(repr, ENGINES))}")
-    _check(where, "api", f["api"], lambda v: v in APIS, f"one of {', '.join(map(repr, APIS))}")
-    _check(where, "model", f["model"], lambda v: isinstance(v, str) and v, "a non-empty string (passed as --model-path)")
-    _check(where, "python", f["python"], lambda v: v is None or (isinstance(v, str) and v), "a path to a Python interpreter")
-    _check(where, "host", f["host"], lambda v: isinstance(v, str) and v, "a host name or address, e.g. \"127.0.0.1\"")
-    _check(where, "description", f["description"], lambda v: isinstance(v, str), "a string")
-    _check(where, "binary", f["binary"], lambda v: isinstance(v, str) and v,
-           "the llama-server executable: a path (relative to this file) or a name on PATH")
-    _check(where, "health_path", f["health_path"], lambda v: v is None or (isinstance(v, str) and v.startswith("/")),
-           "a URL path that answers 200 once the server is ready, e.g. \"/health\"")
-    _check(where, "speculative", f["speculative"], lambda v: v is None or isinstance(v, bool),
-           "true or false (default: detected from the engine's flags)")
     _check(
-        where, "concurrency", f["concurrency"],
-        lambda v: isinstance(v, list) and v and all(_is_pos_int(c) for c in v) and len(set(v)) == len(v),
+        where,
+        "engine",
+        f["engine"],
+        lambda v: v in ENGINES,
+        f"one of {', '.join(map(repr, ENGINES))}",
+    )
+    _check(where, "api", f["api"], lambda v: v in APIS, f"one of {', '.join(map(repr, APIS))}")
+    _check(
+        where,
+        "model",
+        f["model"],
+        lambda v: isinstance(v, str) and v,
+        "a non-empty string (passed as --model-path)",
+    )
+    _check(
+        where,
+        "python",
+        f["python"],
+        lambda v: v is None or (isinstance(v, str) and v),
+        "a path to a Python interpreter",
+    )
+    _check(
+        where,
+        "host",
+        f["host"],
+        lambda v: isinstance(v, str) and v,
+        'a host name or address, e.g. "127.0.0.1"',
+    )
+    _check(where, "description", f["description"], lambda v: isinstance(v, str), "a string")
+    _check(
+        where,
+        "binary",
+        f["binary"],
+        lambda v: isinstance(v, str) and v,
+        "the llama-server executable: a path (relative to this file) or a name on PATH",
+    )
+    _check(
+        where,
+        "health_path",
+        f["health_path"],
+        lambda v: v is None or (isinstance(v, str) and v.startswith("/")),
+        'a URL path that answers 200 once the server is ready, e.g. "/health"',
+    )
+    _check(
+        where,
+        "speculative",
+        f["speculative"],
+        lambda v: v is None or isinstance(v, bool),
+        "true or false (default: detected from the engine's flags)",
+    )
+    _check(
+        where,
+        "concurrency",
+        f["concurrency"],
+        lambda v: (
+            isinstance(v, list) and v and all(_is_pos_int(c) for c in v) and len(set(v)) == len(v)
+        ),
         "a non-empty list of distinct positive integers, e.g. [1, 2, 5, 10]",
     )
     for key in ("runs", "output_len", "min_requests"):
@@ -313,7 +386,13 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
     for key in ("shutdown_timeout_s", "gpu_wait_s"):
         _check(where, key, f[key], lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
     for key in ("fail_margin", "warn_margin"):
-        _check(where, key, f[key], lambda v: _is_number(v) and 0 < v < 1, "a fraction between 0 and 1, e.g. 0.15")
+        _check(
+            where,
+            key,
+            f[key],
+            lambda v: _is_number(v) and 0 < v < 1,
+            "a fraction between 0 and 1, e.g. 0.15",
+        )
     if f["warn_margin"] > f["fail_margin"]:
         raise ProfileError(
             f"{where}, field 'warn_margin': {f['warn_margin']} is larger than fail_margin "
@@ -322,7 +401,12 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
 
     for arg in f["args"]:
         flag = arg.split("=", 1)[0]
-        if f["engine"] in ("sglang", "sim") and flag in ("--port", "--host", "--model-path", "--model"):
+        if f["engine"] in ("sglang", "sim") and flag in (
+            "--port",
+            "--host",
+            "--model-path",
+            "--model",
+        ):
             raise ProfileError(
                 f"{where}, field 'args': {flag} is set by the plugin (a free port on `host`, `model` as "
                 f"--model-path); remove it from args{' and use the host field' if flag == '--host' else ''}."
@@ -334,8 +418,13 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
             )
     command = f["command"]
     if f["engine"] == "command":
-        _check(where, "command", command, lambda v: isinstance(v, list) and v and all(isinstance(a, str) for a in v),
-               "a non-empty list of strings (engine = \"command\" starts exactly this)")
+        _check(
+            where,
+            "command",
+            command,
+            lambda v: isinstance(v, list) and v and all(isinstance(a, str) for a in v),
+            'a non-empty list of strings (engine = "command" starts exactly this)',
+        )
         for arg in [*command, f["model"]]:
             for _, placeholder, _, _ in string.Formatter().parse(arg):
                 if placeholder is not None and placeholder not in COMMAND_PLACEHOLDERS:
@@ -387,8 +476,13 @@ def _check(where: str, key: str, value: Any, ok: Callable[[Any], Any], allowed: 
 
 
 def _str_list(where: str, key: str, value: Any) -> list[str]:
-    _check(where, key, value, lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
-           "a list of strings, e.g. [\"--tp-size\", \"8\"]")
+    _check(
+        where,
+        key,
+        value,
+        lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+        'a list of strings, e.g. ["--tp-size", "8"]',
+    )
     return list(value)
 
 
@@ -401,7 +495,9 @@ def _is_number(v: Any) -> bool:
 
 
 def _is_str_map(v: Any) -> bool:
-    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+    return isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(x, str) for k, x in v.items()
+    )
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:

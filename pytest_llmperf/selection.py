@@ -66,14 +66,21 @@ def speedup_params(profiles: ProfileSet | None, selected: list[Profile]) -> list
     for spec in selected:
         base = by_name.get(spec.base_profile or "")
         if spec.speculative and base is not None:
-            params += [pytest.param((spec.name, base.name, c), id=f"{spec.name}-vs-{base.name}-C{c}")
-                       for c in spec.concurrency if c in base.concurrency]
+            params += [
+                pytest.param((spec.name, base.name, c), id=f"{spec.name}-vs-{base.name}-C{c}")
+                for c in spec.concurrency
+                if c in base.concurrency
+            ]
     if params:
         return params
-    pairs = [f"{p.base_profile},{p.name}" for p in (profiles.profiles.values() if profiles else ())
-             if p.speculative and p.base_profile]
-    reason = ("no speculative profile was selected together with its base profile"
-              + (f"; select a pair, e.g. --llm-profile={pairs[0]}" if pairs else ""))
+    pairs = [
+        f"{p.base_profile},{p.name}"
+        for p in (profiles.profiles.values() if profiles else ())
+        if p.speculative and p.base_profile
+    ]
+    reason = "no speculative profile was selected together with its base profile" + (
+        f"; select a pair, e.g. --llm-profile={pairs[0]}" if pairs else ""
+    )
     return [pytest.param(None, id="no-pair", marks=pytest.mark.skip(reason=reason))]
 
 

@@ -35,13 +35,17 @@ class LLMPerfSession:
     selected: list[Profile]
     run_dir: Path
     points: list[MeasuredPoint] = field(default_factory=list)
-    speedups: list[SpeedupPoint] = field(default_factory=list)  # the speculative speedup gate's points
+    speedups: list[SpeedupPoint] = field(
+        default_factory=list
+    )  # the speculative speedup gate's points
     servers: dict[str, ServerHandle] = field(default_factory=dict)
     fingerprints: dict[str, Fingerprint] = field(default_factory=dict)
     goldens: dict[Path, dict[str, Any] | None] = field(default_factory=dict)
     pending: dict[Path, PendingFile] = field(default_factory=dict)
     golden_notes: list[str] = field(default_factory=list)
-    report_notes: list[str] = field(default_factory=list)  # what --perf-report / --perf-benchmark-json wrote
+    report_notes: list[str] = field(
+        default_factory=list
+    )  # what --perf-report / --perf-benchmark-json wrote
     whole_suite: bool = True  # nothing deselected: goldens nobody used can be reported
 
     def profile(self, name: str) -> Profile:
@@ -51,7 +55,9 @@ class LLMPerfSession:
         self.points.append(point)
 
     def golden_file(self, profile: str) -> Path:
-        return golden_path(self.settings.baseline_dir, profile, self.fingerprints[profile].hardware_key)
+        return golden_path(
+            self.settings.baseline_dir, profile, self.fingerprints[profile].hardware_key
+        )
 
     def golden(self, profile: str) -> dict[str, Any] | None:
         """The profile's golden file, read once per session (GoldenError if unusable)."""
@@ -62,7 +68,9 @@ class LLMPerfSession:
 
     def queue_golden(self, point: PendingPoint, profile: str) -> Path:
         path = self.golden_file(profile)
-        entry = self.pending.setdefault(path, PendingFile(path, profile, self.fingerprints[profile].to_json()))
+        entry = self.pending.setdefault(
+            path, PendingFile(path, profile, self.fingerprints[profile].to_json())
+        )
         entry.points = [p for p in entry.points if p.key != point.key] + [point]
         return path
 
@@ -84,8 +92,12 @@ class LLMPerfSession:
         for profile in self.selected:
             if profile.speculative and profile.base_profile and not profile.remeasure_of:
                 fp = self.fingerprints.get(profile.name)
-                out += speculative.analyse_points(profile.name, profile.base_profile, self.points,
-                                                  sglang_version=fp.soft.get("server_version") if fp else None)
+                out += speculative.analyse_points(
+                    profile.name,
+                    profile.base_profile,
+                    self.points,
+                    sglang_version=fp.soft.get("server_version") if fp else None,
+                )
         return out
 
     def results(self, *, whole_suite: bool) -> Results:
@@ -95,8 +107,12 @@ class LLMPerfSession:
             speedups=list(self.speedups),
             analyses=self.analyses(),
             golden_notes=list(self.golden_notes),
-            unused_goldens=self.unused_goldens() if whole_suite and not self.settings.update else [],
-            profiles={p.name: ProfileFacts(p.fail_margin, p.min_requests, p.warmup) for p in self.selected},
+            unused_goldens=self.unused_goldens()
+            if whole_suite and not self.settings.update
+            else [],
+            profiles={
+                p.name: ProfileFacts(p.fail_margin, p.min_requests, p.warmup) for p in self.selected
+            },
             fingerprints={name: fp.to_json() for name, fp in self.fingerprints.items()},
             servers={name: handle.describe() for name, handle in self.servers.items()},
             run_dir=str(self.run_dir),
@@ -110,8 +126,11 @@ class LLMPerfSession:
         if self.pending:
             self.golden_notes = store.flush(list(self.pending.values()))
         if self.points:
-            self.report_notes += write.outputs(self.results(whole_suite=False), self.settings,
-                                               created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            self.report_notes += write.outputs(
+                self.results(whole_suite=False),
+                self.settings,
+                created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            )
 
 
 SESSION_KEY = pytest.StashKey[LLMPerfSession]()

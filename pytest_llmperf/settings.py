@@ -26,59 +26,146 @@ class Option(NamedTuple):
 
 
 #: Every option with a value, and its ini key: the one place their defaults are written.
-OPTIONS = tuple(Option(*row) for row in (
-    ("--llm-profile", "llmperf_profiles",
-     "Profiles to run, comma-separated; repeatable. Default: ini llmperf_profiles, else the profiles "
-     "file's `default`.", "NAME[,NAME...]", None),
-    ("--llm-profiles-file", "llmperf_profiles_file", "Profiles file (TOML).", "PATH", "perf_suites/profiles.toml"),
-    ("--llm-server-url", "llmperf_server_url",
-     "Attach to a running server (or router) for the selected profile instead of launching one.", "URL", None),
-    ("--llm-concurrency", "llmperf_concurrency", "Override every profile's concurrency levels, e.g. 1,2,5.",
-     "C[,C...]", None),
-    ("--perf-json", "llmperf_json", "Write every measured point, verdict and the speculative analysis as JSON "
-     "to PATH.", "PATH", None),
-    ("--perf-report", "llmperf_report",
-     "Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY) and PNG plots into DIR.", "DIR", None),
-    ("--perf-benchmark-json", "llmperf_benchmark_json",
-     "Write the runs as pytest-benchmark JSON (readable by `pytest-benchmark compare`) to PATH.", "PATH", None),
-    ("--perf-drift-margin", "llmperf_drift_margin",
-     "With --perf-aba: largest base drift (before vs after) that keeps a speedup valid.", "FRACTION",
-     "0.05"),
-    ("--perf-baseline-dir", "llmperf_baseline_dir", "Where golden baselines live: <dir>/<profile>/<hardware>.json.",
-     "PATH", "baselines"),
-    ("--perf-update-runs", "llmperf_update_runs",
-     "Runs per point when recording goldens (>= 10 recommended; 5 per launch with --perf-pool).", "N", "10"),
-    ("--llm-run-dir", "llmperf_run_dir",
-     "Where each pytest run gets a directory with every server's log and exact command line.", "DIR",
-     ".llmperf/runs"),
-    ("--llm-client-transport", "llmperf_client_transport",
-     "httpx transport of the load generator: aiohttp (fastest, measured) or httpx (httpcore/h11).", "NAME",
-     "aiohttp"),
-    ("--llm-client-workers", "llmperf_client_workers",
-     "Load-generator processes; C is split across them. Raise it when runs are flagged client-bound.", "N", "1"),
-))
+OPTIONS = tuple(
+    Option(*row)
+    for row in (
+        (
+            "--llm-profile",
+            "llmperf_profiles",
+            "Profiles to run, comma-separated; repeatable. Default: ini llmperf_profiles, else the profiles "
+            "file's `default`.",
+            "NAME[,NAME...]",
+            None,
+        ),
+        (
+            "--llm-profiles-file",
+            "llmperf_profiles_file",
+            "Profiles file (TOML).",
+            "PATH",
+            "perf_suites/profiles.toml",
+        ),
+        (
+            "--llm-server-url",
+            "llmperf_server_url",
+            "Attach to a running server (or router) for the selected profile instead of launching one.",
+            "URL",
+            None,
+        ),
+        (
+            "--llm-concurrency",
+            "llmperf_concurrency",
+            "Override every profile's concurrency levels, e.g. 1,2,5.",
+            "C[,C...]",
+            None,
+        ),
+        (
+            "--perf-json",
+            "llmperf_json",
+            "Write every measured point, verdict and the speculative analysis as JSON to PATH.",
+            "PATH",
+            None,
+        ),
+        (
+            "--perf-report",
+            "llmperf_report",
+            "Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY) and PNG plots into DIR.",
+            "DIR",
+            None,
+        ),
+        (
+            "--perf-benchmark-json",
+            "llmperf_benchmark_json",
+            "Write the runs as pytest-benchmark JSON (readable by `pytest-benchmark compare`) to PATH.",
+            "PATH",
+            None,
+        ),
+        (
+            "--perf-drift-margin",
+            "llmperf_drift_margin",
+            "With --perf-aba: largest base drift (before vs after) that keeps a speedup valid.",
+            "FRACTION",
+            "0.05",
+        ),
+        (
+            "--perf-baseline-dir",
+            "llmperf_baseline_dir",
+            "Where golden baselines live: <dir>/<profile>/<hardware>.json.",
+            "PATH",
+            "baselines",
+        ),
+        (
+            "--perf-update-runs",
+            "llmperf_update_runs",
+            "Runs per point when recording goldens (>= 10 recommended; 5 per launch with --perf-pool).",
+            "N",
+            "10",
+        ),
+        (
+            "--llm-run-dir",
+            "llmperf_run_dir",
+            "Where each pytest run gets a directory with every server's log and exact command line.",
+            "DIR",
+            ".llmperf/runs",
+        ),
+        (
+            "--llm-client-transport",
+            "llmperf_client_transport",
+            "httpx transport of the load generator: aiohttp (fastest, measured) or httpx (httpcore/h11).",
+            "NAME",
+            "aiohttp",
+        ),
+        (
+            "--llm-client-workers",
+            "llmperf_client_workers",
+            "Load-generator processes; C is split across them. Raise it when runs are flagged client-bound.",
+            "N",
+            "1",
+        ),
+    )
+)
 DEFAULTS = {option.ini: option.default for option in OPTIONS}
 
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("llmperf", "LLM-serving performance (pytest-llmperf)")
-    group.addoption("--perf-update", action="store_true", default=False,
-                    help="Measure, then write golden baselines for every point that ran; the run passes.")
-    group.addoption("--perf-pool", action="store_true", default=False,
-                    help="With --perf-update: add this server launch's runs to the golden's instead of "
-                         "replacing them (record 2 launches x 5 runs).")
-    group.addoption("--perf-accept-worse", dest="llmperf_accept_worse", metavar="REASON", default=None,
-                    help="With --perf-update: allow replacing a golden with a worse one; REASON is stored "
-                         "in the golden's history.")
-    group.addoption("--perf-aba", "--perf-rebaseline", action="store_true", default=None, dest="llmperf_aba",
-                    help="Measure each speculative profile's base before and after it (A/B/A) and report the "
-                         "base's drift; drift beyond --perf-drift-margin makes the speedup INVALID. "
-                         "(--perf-rebaseline is its former name.)")
+    group.addoption(
+        "--perf-update",
+        action="store_true",
+        default=False,
+        help="Measure, then write golden baselines for every point that ran; the run passes.",
+    )
+    group.addoption(
+        "--perf-pool",
+        action="store_true",
+        default=False,
+        help="With --perf-update: add this server launch's runs to the golden's instead of "
+        "replacing them (record 2 launches x 5 runs).",
+    )
+    group.addoption(
+        "--perf-accept-worse",
+        dest="llmperf_accept_worse",
+        metavar="REASON",
+        default=None,
+        help="With --perf-update: allow replacing a golden with a worse one; REASON is stored "
+        "in the golden's history.",
+    )
+    group.addoption(
+        "--perf-aba",
+        "--perf-rebaseline",
+        action="store_true",
+        default=None,
+        dest="llmperf_aba",
+        help="Measure each speculative profile's base before and after it (A/B/A) and report the "
+        "base's drift; drift beyond --perf-drift-margin makes the speedup INVALID. "
+        "(--perf-rebaseline is its former name.)",
+    )
     parser.addini("llmperf_aba", "Like --perf-aba.", type="bool", default=False)
     for flag, ini, help_text, metavar, default in OPTIONS:
         shown = f" Default: {default}." if default else ""
         if flag == "--llm-profile":
-            group.addoption(flag, action="append", dest="llmperf_profiles", metavar=metavar, help=help_text)
+            group.addoption(
+                flag, action="append", dest="llmperf_profiles", metavar=metavar, help=help_text
+            )
         else:
             group.addoption(flag, dest=ini, metavar=metavar, default=None, help=help_text + shown)
         parser.addini(ini, help_text + shown, default=default)
@@ -129,20 +216,31 @@ class Settings:
             return _resolve(base, raw) if raw else None
 
         cli_profiles = config.getoption("llmperf_profiles")
-        raw_profiles = ",".join(cli_profiles) if cli_profiles else value("llmperf_profiles")[0] or ""
+        raw_profiles = (
+            ",".join(cli_profiles) if cli_profiles else value("llmperf_profiles")[0] or ""
+        )
         names = [n for n in re.split(r"[,\s]+", raw_profiles) if n]
 
         update = bool(config.getoption("perf_update"))
         pool = bool(config.getoption("perf_pool"))
         accept_worse = config.getoption("llmperf_accept_worse")
         if (pool or accept_worse) and not update:
-            raise pytest.UsageError("--perf-pool and --perf-accept-worse only make sense with --perf-update.")
+            raise pytest.UsageError(
+                "--perf-pool and --perf-accept-worse only make sense with --perf-update."
+            )
         if accept_worse is not None and not accept_worse.strip():
-            raise pytest.UsageError("--perf-accept-worse needs a reason, e.g. --perf-accept-worse='driver 590, see #123'.")
+            raise pytest.UsageError(
+                "--perf-accept-worse needs a reason, e.g. --perf-accept-worse='driver 590, see #123'."
+            )
         aba = config.getoption("llmperf_aba")
-        profiles_file, run_dir_root, baseline_dir = (path("llmperf_profiles_file"), path("llmperf_run_dir"),
-                                                     path("llmperf_baseline_dir"))
-        assert profiles_file is not None and run_dir_root is not None and baseline_dir is not None  # defaulted
+        profiles_file, run_dir_root, baseline_dir = (
+            path("llmperf_profiles_file"),
+            path("llmperf_run_dir"),
+            path("llmperf_baseline_dir"),
+        )
+        assert (
+            profiles_file is not None and run_dir_root is not None and baseline_dir is not None
+        )  # defaulted
         return cls(
             profiles_file=profiles_file,
             profile_names=tuple(dict.fromkeys(names)),
@@ -150,8 +248,12 @@ class Settings:
             concurrency=_parse_concurrency(value("llmperf_concurrency")[0]),
             json_path=path("llmperf_json"),
             run_dir_root=run_dir_root,
-            transport=_parse_choice("--llm-client-transport", value("llmperf_client_transport")[0], TRANSPORTS),
-            client_workers=_parse_positive("--llm-client-workers", value("llmperf_client_workers")[0]),
+            transport=_parse_choice(
+                "--llm-client-transport", value("llmperf_client_transport")[0], TRANSPORTS
+            ),
+            client_workers=_parse_positive(
+                "--llm-client-workers", value("llmperf_client_workers")[0]
+            ),
             update=update,
             pool=pool,
             accept_worse=accept_worse,
@@ -182,13 +284,17 @@ def _parse_concurrency(raw: str | None) -> tuple[int, ...] | None:
             )
         levels.append(int(part))
     if not levels:
-        raise pytest.UsageError("--llm-concurrency: no levels given. Example: --llm-concurrency 1,2,5")
+        raise pytest.UsageError(
+            "--llm-concurrency: no levels given. Example: --llm-concurrency 1,2,5"
+        )
     return tuple(dict.fromkeys(levels))
 
 
 def _parse_choice(option: str, raw: str | None, choices: tuple[str, ...]) -> str:
     if raw is None or raw not in choices:
-        raise pytest.UsageError(f"{option}: {raw!r} is not valid. Valid values: {', '.join(choices)}.")
+        raise pytest.UsageError(
+            f"{option}: {raw!r} is not valid. Valid values: {', '.join(choices)}."
+        )
     return raw
 
 
@@ -198,7 +304,9 @@ def _parse_fraction(option: str, raw: str | None) -> float:
     except ValueError:
         fraction = -1.0
     if not 0 < fraction < 1:
-        raise pytest.UsageError(f"{option}: expected a fraction between 0 and 1 such as 0.05, got {raw!r}.")
+        raise pytest.UsageError(
+            f"{option}: expected a fraction between 0 and 1 such as 0.05, got {raw!r}."
+        )
     return fraction
 
 

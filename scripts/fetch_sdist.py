@@ -25,27 +25,39 @@ def index_url() -> str:
     """$PIP_INDEX_URL, else pip's configured global.index-url, else PyPI."""
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"]
-    configured = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
-                                capture_output=True, text=True)
-    return configured.stdout.strip() if configured.returncode == 0 and configured.stdout.strip() \
+    configured = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+        capture_output=True,
+        text=True,
+    )
+    return (
+        configured.stdout.strip()
+        if configured.returncode == 0 and configured.stdout.strip()
         else "https://pypi.org/simple"
+    )
 
 
 def sdist_url(index: str, project: str, version: str) -> tuple[str, str]:
     """(filename, url) of ``project``'s sdist for ``version`` on a PEP 691 simple index."""
     normalized = re.sub(r"[-_.]+", "-", project).lower()
-    request = urllib.request.Request(f"{index.rstrip('/')}/{normalized}/", headers={"Accept": SIMPLE_JSON})
+    request = urllib.request.Request(
+        f"{index.rstrip('/')}/{normalized}/", headers={"Accept": SIMPLE_JSON}
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         body = response.read().decode()
         if response.headers.get_content_type() == SIMPLE_JSON:
             files = json.loads(body)["files"]
         else:  # an index that only speaks PEP 503 HTML
-            files = [{"url": href, "filename": name.strip()}
-                     for href, name in re.findall(r'<a[^>]*href="([^"]+)"[^>]*>([^<]+)</a>', body)]
+            files = [
+                {"url": href, "filename": name.strip()}
+                for href, name in re.findall(r'<a[^>]*href="([^"]+)"[^>]*>([^<]+)</a>', body)
+            ]
     wanted = f"{normalized.replace('-', '_')}-{version}.tar.gz"
     for entry in files:
         if entry["filename"].lower() == wanted:
-            return entry["filename"], urllib.request.urljoin(f"{index.rstrip('/')}/{normalized}/", entry["url"])
+            return entry["filename"], urllib.request.urljoin(
+                f"{index.rstrip('/')}/{normalized}/", entry["url"]
+            )
     sys.exit(f"fetch_sdist: {wanted} is not on {index}")
 
 
@@ -63,7 +75,9 @@ def main() -> None:
             out.write(block)
     if digest.hexdigest() != sha256:
         partial.unlink()
-        sys.exit(f"fetch_sdist: {url} has sha256 {digest.hexdigest()}, expected {sha256}; nothing was kept")
+        sys.exit(
+            f"fetch_sdist: {url} has sha256 {digest.hexdigest()}, expected {sha256}; nothing was kept"
+        )
     partial.replace(target)
     print(target)
 

@@ -15,24 +15,60 @@ def dist(p50: float, p99: float | None = None, mean: float | None = None) -> dic
     return {"mean": p50 if mean is None else mean, "p50": p50, "p90": p99 or p50, "p99": p99 or p50}
 
 
-def run(tok_s: float, *, concurrency: int = 1, tokens: int = 640, accept: float | None = None,
-        ttft: float = 0.004, itl: float = 0.001, problems: tuple[str, ...] = ()) -> RunMetrics:
+def run(
+    tok_s: float,
+    *,
+    concurrency: int = 1,
+    tokens: int = 640,
+    accept: float | None = None,
+    ttft: float = 0.004,
+    itl: float = 0.001,
+    problems: tuple[str, ...] = (),
+) -> RunMetrics:
     duration = tokens / tok_s
     return RunMetrics(
-        concurrency=concurrency, requests=10, failed_requests=0, output_tokens=tokens, duration_s=duration,
-        output_tok_s=tok_s, request_tok_s=dist(tok_s / concurrency), ttft_s=dist(ttft, ttft * 2), itl_s=dist(itl),
-        tpot_s=dist(itl), e2e_s=dist(0.1), accept_length=accept, achieved_concurrency=float(concurrency),
-        in_flight_while_sending=float(concurrency), client_gap_s=0.0, loop_lag_s={**dist(0.0), "max": 0.0},
-        client_cpu_fraction=0.1, problems=problems,
+        concurrency=concurrency,
+        requests=10,
+        failed_requests=0,
+        output_tokens=tokens,
+        duration_s=duration,
+        output_tok_s=tok_s,
+        request_tok_s=dist(tok_s / concurrency),
+        ttft_s=dist(ttft, ttft * 2),
+        itl_s=dist(itl),
+        tpot_s=dist(itl),
+        e2e_s=dist(0.1),
+        accept_length=accept,
+        achieved_concurrency=float(concurrency),
+        in_flight_while_sending=float(concurrency),
+        client_gap_s=0.0,
+        loop_lag_s={**dist(0.0), "max": 0.0},
+        client_cpu_fraction=0.1,
+        problems=problems,
     )
 
 
-def measured(profile: str, concurrency: int, values: list[float], *, outcome: Outcome | None = None,
-             golden: float | None = None, test: str = TEST, accept: float | None = None,
-             problems: tuple[str, ...] = (), message: str | None = None) -> MeasuredPoint:
+def measured(
+    profile: str,
+    concurrency: int,
+    values: list[float],
+    *,
+    outcome: Outcome | None = None,
+    golden: float | None = None,
+    test: str = TEST,
+    accept: float | None = None,
+    problems: tuple[str, ...] = (),
+    message: str | None = None,
+) -> MeasuredPoint:
     point = MeasuredPoint(
-        profile=profile, test=f"{test}[{profile}-C{concurrency}]", concurrency=concurrency, metric="output_tok_s",
-        launch_id="launch-1", output_len=64, api="sglang", workload={"api": "sglang", "output_len": 64},
+        profile=profile,
+        test=f"{test}[{profile}-C{concurrency}]",
+        concurrency=concurrency,
+        metric="output_tok_s",
+        launch_id="launch-1",
+        output_len=64,
+        api="sglang",
+        workload={"api": "sglang", "output_len": 64},
         runs=[run(v, concurrency=concurrency, accept=accept, problems=problems) for v in values],
     )
     point.outcome = outcome
@@ -44,22 +80,50 @@ def measured(profile: str, concurrency: int, values: list[float], *, outcome: Ou
     return point
 
 
-def speedup(profile: str, base: str, concurrency: int, samples: list[float], *, outcome: Outcome | None = None,
-            test: str = "perf_suites/test_throughput.py::test_speculative_speedup") -> SpeedupPoint:
+def speedup(
+    profile: str,
+    base: str,
+    concurrency: int,
+    samples: list[float],
+    *,
+    outcome: Outcome | None = None,
+    test: str = "perf_suites/test_throughput.py::test_speculative_speedup",
+) -> SpeedupPoint:
     return SpeedupPoint(
-        profile=profile, base_profile=base, test=f"{test}[{profile}-vs-{base}-C{concurrency}]",
-        concurrency=concurrency, metric="speedup", launch_id="a/b", samples=tuple(samples),
-        of_test=f"{TEST}[C={concurrency}]", outcome=outcome,
+        profile=profile,
+        base_profile=base,
+        test=f"{test}[{profile}-vs-{base}-C{concurrency}]",
+        concurrency=concurrency,
+        metric="speedup",
+        launch_id="a/b",
+        samples=tuple(samples),
+        of_test=f"{TEST}[C={concurrency}]",
+        outcome=outcome,
     )
 
 
-def results(points: list[MeasuredPoint], speedups: list[SpeedupPoint] | None = None, **kwargs: object) -> Results:
+def results(
+    points: list[MeasuredPoint], speedups: list[SpeedupPoint] | None = None, **kwargs: object
+) -> Results:
     """Results of ``points``, with the speculative analysis of sim-spec against sim-base when both are there."""
     spec = {p.concurrency: list(p.values) for p in points if p.profile == "sim-spec"}
     base = {p.concurrency: list(p.values) for p in points if p.profile == "sim-base"}
-    analyses = [analyse("sim-spec", "sim-base", TEST, spec, base, sglang_version="0.5.23")] if spec and base else []
+    analyses = (
+        [analyse("sim-spec", "sim-base", TEST, spec, base, sglang_version="0.5.23")]
+        if spec and base
+        else []
+    )
     profiles = {p.profile: ProfileFacts(0.15, 16, True) for p in points}
-    fingerprints = {name: {"hard": {"hardware": {"key": "sim"}}, "soft": {}, "comparability_hash": "h"}
-                    for name in profiles}
-    return Results(points=points, speedups=speedups or [], analyses=analyses, profiles=profiles,
-                   fingerprints=fingerprints, run_dir="/tmp/run", **kwargs)  # type: ignore[arg-type]
+    fingerprints = {
+        name: {"hard": {"hardware": {"key": "sim"}}, "soft": {}, "comparability_hash": "h"}
+        for name in profiles
+    }
+    return Results(
+        points=points,
+        speedups=speedups or [],
+        analyses=analyses,
+        profiles=profiles,
+        fingerprints=fingerprints,
+        run_dir="/tmp/run",
+        **kwargs,
+    )  # type: ignore[arg-type]

@@ -28,8 +28,9 @@ class Subprocess:
     def __init__(self, args: list[str], ready_path: str, port: int) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -52,15 +53,33 @@ class Subprocess:
 
 def start_sim(*extra: str) -> Subprocess:
     port = free_port("127.0.0.1")
-    args = [sys.executable, "-m", "pytest_llmperf.sim", "--model-path", "test-model", "--port", str(port),
-            *FAST_SIM_ARGS, *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "pytest_llmperf.sim",
+        "--model-path",
+        "test-model",
+        "--port",
+        str(port),
+        *FAST_SIM_ARGS,
+        *extra,
+    ]
     return Subprocess(args, "/health_generate", port)
 
 
 def start_paced(itl_ms: float, tokens_per_chunk: int = 1) -> Subprocess:
     port = free_port("127.0.0.1")
-    args = [sys.executable, "-m", "pytest_llmperf.sim.paced", "--port", str(port), "--itl-ms", str(itl_ms),
-            "--tokens-per-chunk", str(tokens_per_chunk)]
+    args = [
+        sys.executable,
+        "-m",
+        "pytest_llmperf.sim.paced",
+        "--port",
+        str(port),
+        "--itl-ms",
+        str(itl_ms),
+        "--tokens-per-chunk",
+        str(tokens_per_chunk),
+    ]
     return Subprocess(args, "/health", port)
 
 
@@ -69,16 +88,27 @@ def processes_with(marker: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(proc.info["cmdline"] or ()):
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(
+                proc.info["cmdline"] or ()
+            ):
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return found
 
 
-def write_profiles(pytester: pytest.Pytester, body: str = "", *, marker: str | None = None,
-                   concurrency: str = "[1, 4]", output_len: int = 64, runs: int = 2, extra_args: str = "",
-                   min_requests: int = 4, spec_args: str = "") -> str:
+def write_profiles(
+    pytester: pytest.Pytester,
+    body: str = "",
+    *,
+    marker: str | None = None,
+    concurrency: str = "[1, 4]",
+    output_len: int = 64,
+    runs: int = 2,
+    extra_args: str = "",
+    min_requests: int = 4,
+    spec_args: str = "",
+) -> str:
     """A profiles.toml with sim-base / sim-spec (fast) plus ``body``; returns the model marker.
 
     64-token requests (about 30 ms at sim speed 20): long enough that a millisecond or two of
@@ -89,7 +119,9 @@ def write_profiles(pytester: pytest.Pytester, body: str = "", *, marker: str | N
     """
     marker = marker or f"marker-{uuid.uuid4().hex[:10]}"
     fast = ", ".join(f'"{a}"' for a in FAST_SIM_ARGS)
-    pytester.makefile(".toml", profiles=textwrap.dedent(f"""
+    pytester.makefile(
+        ".toml",
+        profiles=textwrap.dedent(f"""
         default = ["sim-base"]
 
         [profiles.sim-base]
@@ -107,7 +139,9 @@ def write_profiles(pytester: pytest.Pytester, body: str = "", *, marker: str | N
         [profiles.sim-spec]
         extends = "sim-base"
         extra_args = ["--speculative-algorithm", "EAGLE3"{", " + spec_args if spec_args else ""}]
-    """) + textwrap.dedent(body))
+    """)
+        + textwrap.dedent(body),
+    )
     pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
     return marker
 
@@ -118,11 +152,14 @@ def test_output_throughput(llmperf, llm_concurrency):
     llmperf.check(point)
 """
 
-SPEEDUP_SUITE = THROUGHPUT_SUITE + """
+SPEEDUP_SUITE = (
+    THROUGHPUT_SUITE
+    + """
 
 def test_speculative_speedup(llmperf_speedup):
     llmperf_speedup.check()
 """
+)
 
 
 STANDIN = Path(__file__).resolve().parent / "standin" / "launch_server.py"
@@ -143,14 +180,23 @@ def fake_sglang(root: Path, version: str) -> Path:
     return site
 
 
-def write_sglang_profile(pytester: pytest.Pytester, args: list[str], *, version: str | None = "0.5.23",
-                         concurrency: str = "[1]", shutdown_timeout_s: float = 5, request_timeout_s: float = 10) -> str:
+def write_sglang_profile(
+    pytester: pytest.Pytester,
+    args: list[str],
+    *,
+    version: str | None = "0.5.23",
+    concurrency: str = "[1]",
+    shutdown_timeout_s: float = 5,
+    request_timeout_s: float = 10,
+) -> str:
     """Profile ``gpu`` with engine = "sglang" on the stand-in package at ``version`` (None: no
     SGLang installed) and the throughput suite; returns the model marker."""
     marker = f"standin-{uuid.uuid4().hex[:10]}"
     env = f'env = {{ PYTHONPATH = "{fake_sglang(pytester.path, version)}" }}' if version else ""
     quoted = ", ".join(f'"{a}"' for a in args)
-    pytester.makefile(".toml", profiles=textwrap.dedent(f"""
+    pytester.makefile(
+        ".toml",
+        profiles=textwrap.dedent(f"""
         default = ["gpu"]
 
         [profiles.gpu]
@@ -165,7 +211,8 @@ def write_sglang_profile(pytester: pytest.Pytester, args: list[str], *, version:
         ready_timeout_s = 30
         shutdown_timeout_s = {shutdown_timeout_s}
         request_timeout_s = {request_timeout_s}
-    """))
+    """),
+    )
     pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     return marker

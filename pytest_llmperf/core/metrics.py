@@ -28,9 +28,22 @@ from pytest_llmperf.core.records import RequestRecord, RunRecords
 from pytest_llmperf.core.stats import distribution, finite_or_none, weighted_percentile
 
 __all__ = [
-    "RunMetrics", "accept_length", "achieved_concurrency", "client_checks", "client_gap", "distribution",
-    "in_flight_while_sending", "itl", "output_tok_s", "request_problems", "request_tok_s", "run_duration",
-    "summarize_run", "tpot", "ttft", "weighted_percentile",
+    "RunMetrics",
+    "accept_length",
+    "achieved_concurrency",
+    "client_checks",
+    "client_gap",
+    "distribution",
+    "in_flight_while_sending",
+    "itl",
+    "output_tok_s",
+    "request_problems",
+    "request_tok_s",
+    "run_duration",
+    "summarize_run",
+    "tpot",
+    "ttft",
+    "weighted_percentile",
 ]
 
 #: The client kept fewer than this fraction of C requests in flight while it was sending…
@@ -125,7 +138,10 @@ def client_gap(records: Sequence[RequestRecord], concurrency: int) -> float:
     if resent <= 0:
         return 0.0
     window = max(r.start for r in records) - min(r.start for r in records)
-    idle = min(concurrency, len(records)) * window - in_flight_while_sending(records, concurrency) * window
+    idle = (
+        min(concurrency, len(records)) * window
+        - in_flight_while_sending(records, concurrency) * window
+    )
     return max(0.0, idle) / resent
 
 
@@ -204,7 +220,9 @@ def request_problems(records: Sequence[RequestRecord], expected_tokens: int | No
     problems = []
     failed = [r for r in records if r.error is not None]
     if failed:
-        problems.append(f"{len(failed)} of {len(records)} requests failed; first: {failed[0].error}")
+        problems.append(
+            f"{len(failed)} of {len(records)} requests failed; first: {failed[0].error}"
+        )
     if expected_tokens is not None:
         short = [r for r in records if r.error is None and r.completion_tokens != expected_tokens]
         if short:
@@ -230,7 +248,11 @@ def client_checks(m: RunMetrics) -> list[str]:
             f"client-bound: the load generator used {m.client_cpu_fraction:.0%} of a CPU core "
             f"(limit {MAX_CLIENT_CPU_FRACTION:.0%}); its timings are its own, not the server's"
         )
-    lag_limit = max(MAX_LOOP_LAG_S, 0.5 * m.itl_s["p50"]) if math.isfinite(m.itl_s["p50"]) else MAX_LOOP_LAG_S
+    lag_limit = (
+        max(MAX_LOOP_LAG_S, 0.5 * m.itl_s["p50"])
+        if math.isfinite(m.itl_s["p50"])
+        else MAX_LOOP_LAG_S
+    )
     if m.loop_lag_s["p50"] > lag_limit:
         problems.append(
             f"client-bound: the event loop ran {m.loop_lag_s['p50'] * 1e3:.1f} ms late at the median "

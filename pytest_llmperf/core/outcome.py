@@ -46,7 +46,15 @@ class Outcome(str, enum.Enum):
         return self not in (Outcome.PASS, Outcome.RECORDED, Outcome.MEASURED)
 
 
-_PASSING = frozenset({Outcome.PASS, Outcome.WARN, Outcome.IMPROVED, Outcome.RECORDED, Outcome.MEASURED})
-_COLORS = {Outcome.FAIL: "red", Outcome.INVALID: "red", Outcome.MISSING: "red", Outcome.INCOMPARABLE: "red",
-           Outcome.WARN: "yellow", Outcome.IMPROVED: "green"}
+_PASSING = frozenset(
+    {Outcome.PASS, Outcome.WARN, Outcome.IMPROVED, Outcome.RECORDED, Outcome.MEASURED}
+)
+_COLORS = {
+    Outcome.FAIL: "red",
+    Outcome.INVALID: "red",
+    Outcome.MISSING: "red",
+    Outcome.INCOMPARABLE: "red",
+    Outcome.WARN: "yellow",
+    Outcome.IMPROVED: "green",
+}
 _ORDER = tuple(Outcome)

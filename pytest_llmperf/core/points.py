@@ -34,7 +34,9 @@ class Point:
     ratio: float | None = None
     p_value: float | None = None
     message: str | None = None
-    notes: list[str] = field(default_factory=list)  # problems that are not a run's (e.g. A/B/A drift)
+    notes: list[str] = field(
+        default_factory=list
+    )  # problems that are not a run's (e.g. A/B/A drift)
     #: Soft fingerprint keys that differ from the golden's (versions, the server binary): never
     #: blocking, but the first thing to look at when a point fails.
     environment_changes: list[str] = field(default_factory=list)
@@ -108,13 +110,25 @@ class MeasuredPoint(Point):
         return run_average(self.runs, figure)
 
     def to_json(self) -> dict[str, Any]:
-        return finite_or_none({
-            "profile": self.profile, "test": self.test, "concurrency": self.concurrency, "metric": self.metric,
-            "values": list(self.values), "runs": [r.to_json() for r in self.runs], "launch_id": self.launch_id,
-            "workload": self.workload, "golden": self.golden, "ratio": self.ratio, "p_value": self.p_value,
-            "verdict": None if self.verdict is Outcome.MEASURED else self.verdict.value, "message": self.message,
-            "problems": self.problems, "environment_changes": self.environment_changes,
-        })
+        return finite_or_none(
+            {
+                "profile": self.profile,
+                "test": self.test,
+                "concurrency": self.concurrency,
+                "metric": self.metric,
+                "values": list(self.values),
+                "runs": [r.to_json() for r in self.runs],
+                "launch_id": self.launch_id,
+                "workload": self.workload,
+                "golden": self.golden,
+                "ratio": self.ratio,
+                "p_value": self.p_value,
+                "verdict": None if self.verdict is Outcome.MEASURED else self.verdict.value,
+                "message": self.message,
+                "problems": self.problems,
+                "environment_changes": self.environment_changes,
+            }
+        )
 
 
 @dataclass(kw_only=True)
@@ -141,10 +155,16 @@ class SpeedupPoint(Point):
         return self.samples
 
     def to_json(self) -> dict[str, Any]:
-        return finite_or_none({
-            "verdict": None if self.verdict is Outcome.MEASURED else self.verdict.value, "ratio": self.ratio,
-            "p_value": self.p_value, "golden": self.golden, "values": list(self.values), "message": self.message,
-        })
+        return finite_or_none(
+            {
+                "verdict": None if self.verdict is Outcome.MEASURED else self.verdict.value,
+                "ratio": self.ratio,
+                "p_value": self.p_value,
+                "golden": self.golden,
+                "values": list(self.values),
+                "message": self.message,
+            }
+        )
 
 
 def run_average(runs: Sequence[RunMetrics], figure: Callable[[RunMetrics], float | None]) -> float:

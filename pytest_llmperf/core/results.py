@@ -55,8 +55,13 @@ class Results:
 
     def speedups_of(self, analysis: Analysis) -> list[SpeedupPoint]:
         """The speedup gate's points for this analysis (same pair, same measuring test)."""
-        return [p for p in self.speedups if p.profile == analysis.profile and p.base_profile == analysis.base_profile
-                and NodeId(p.of_test).without_params == analysis.test]
+        return [
+            p
+            for p in self.speedups
+            if p.profile == analysis.profile
+            and p.base_profile == analysis.base_profile
+            and NodeId(p.of_test).without_params == analysis.test
+        ]
 
     def tests(self) -> list[str]:
         """The measuring tests (node ids without parameters), sorted."""

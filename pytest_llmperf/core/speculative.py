@@ -52,13 +52,25 @@ class Speedup:
         return self.accept_length / self.ratio
 
     def to_json(self) -> dict[str, Any]:
-        return {"ratio": self.ratio, "low": self.low, "high": self.high, "status": self.status,
-                "n": [self.n_spec, self.n_base], "accept_length": self.accept_length,
-                "break_even_accept_length": self.break_even_accept}
+        return {
+            "ratio": self.ratio,
+            "low": self.low,
+            "high": self.high,
+            "status": self.status,
+            "n": [self.n_spec, self.n_base],
+            "accept_length": self.accept_length,
+            "break_even_accept_length": self.break_even_accept,
+        }
 
 
-def speedup(spec: Sequence[float], base: Sequence[float], concurrency: int, *,
-            accept_length: float | None = None, confidence: float = CONFIDENCE) -> Speedup:
+def speedup(
+    spec: Sequence[float],
+    base: Sequence[float],
+    concurrency: int,
+    *,
+    accept_length: float | None = None,
+    confidence: float = CONFIDENCE,
+) -> Speedup:
     """The ratio of means with a ``confidence`` interval (Welch on logs; exact when a side has n = 1)."""
     import numpy as np  # lazily, as scipy below: importing the plugin must stay cheap
     from scipy import stats
@@ -73,7 +85,10 @@ def speedup(spec: Sequence[float], base: Sequence[float], concurrency: int, *,
         low = high = math.exp(diff)
     else:
         # Welch–Satterthwaite degrees of freedom.
-        dof = (vs + vb) ** 2 / ((vs**2 / (len(ls) - 1) if len(ls) > 1 else 0) + (vb**2 / (len(lb) - 1) if len(lb) > 1 else 0))
+        dof = (vs + vb) ** 2 / (
+            (vs**2 / (len(ls) - 1) if len(ls) > 1 else 0)
+            + (vb**2 / (len(lb) - 1) if len(lb) > 1 else 0)
+        )
         t = float(stats.t.ppf(0.5 + confidence / 2, dof))
         low, high = math.exp(diff - t * se), math.exp(diff + t * se)
     return Speedup(concurrency, ratio, low, high, len(spec), len(base), accept_length)
@@ -99,7 +114,9 @@ class Analysis:
     def cutoff(self) -> int | None:
         """The largest level below the crossover: speculation is still faster there."""
         cross = self.crossover
-        below = [p.concurrency for p in self.points if cross is None or p.concurrency < cross.concurrency]
+        below = [
+            p.concurrency for p in self.points if cross is None or p.concurrency < cross.concurrency
+        ]
         return max(below) if below else None
 
     def advice(self) -> str:
@@ -108,18 +125,25 @@ class Analysis:
         unsure = self._uncertain(below=cross.concurrency if cross else None)
         caveat = f" (a win within noise at {unsure})" if unsure else ""
         if cross is None:
-            return (f"speculation is faster at every measured level, up to C = {levels[-1]}{caveat}; "
-                    "no cut-off within the measured range")
-        where = (f"crossover at C = {cross.concurrency}: speedup {cross.ratio:.2f} "
-                 f"[{cross.low:.2f}, {cross.high:.2f}], {'slower' if cross.status == 'slower' else 'a tie'}")
+            return (
+                f"speculation is faster at every measured level, up to C = {levels[-1]}{caveat}; "
+                "no cut-off within the measured range"
+            )
+        where = (
+            f"crossover at C = {cross.concurrency}: speedup {cross.ratio:.2f} "
+            f"[{cross.low:.2f}, {cross.high:.2f}], {'slower' if cross.status == 'slower' else 'a tie'}"
+        )
         if cutoff is None:
             return f"{where}; speculation is not faster at any measured level: disable it"
         return f"{where}; keep speculation up to C = {cutoff}{caveat}, disable above: {self.sglang_setting()}"
 
     def _uncertain(self, below: int | None) -> str:
         """Levels where speculation looks faster but its interval still holds 1."""
-        return ", ".join(f"C = {p.concurrency}: {p.ratio:.3f} [{p.low:.3f}, {p.high:.3f}]" for p in self.points
-                         if p.status == "tie" and p.ratio > 1 and (below is None or p.concurrency < below))
+        return ", ".join(
+            f"C = {p.concurrency}: {p.ratio:.3f} [{p.low:.3f}, {p.high:.3f}]"
+            for p in self.points
+            if p.status == "tie" and p.ratio > 1 and (below is None or p.concurrency < below)
+        )
 
     def sglang_setting(self) -> str:
         """The cut-off as SGLang can apply it: adaptive speculation exists from SGLang 0.5.14 on."""
@@ -130,14 +154,18 @@ class Analysis:
         if version is not None and version >= (0, 5, 14):
             # Buckets are keyed by batch size; 0 steps = no drafting. The batch is routed to the
             # largest key ≤ its (padded) size, so the no-spec bucket starts right above the cut-off.
-            return (f"--speculative-adaptive with a no-speculation bucket from batch size {cutoff + 1} "
-                    f"(--speculative-adaptive-config: bucket \"{cutoff + 1}\" with candidate steps [0])")
+            return (
+                f"--speculative-adaptive with a no-speculation bucket from batch size {cutoff + 1} "
+                f'(--speculative-adaptive-config: bucket "{cutoff + 1}" with candidate steps [0])'
+            )
         return f"serve C > {cutoff} from the base configuration (this SGLang has no no-speculation tier)"
 
     def to_json(self) -> dict[str, Any]:
         cross = self.crossover
         return {
-            "profile": self.profile, "base_profile": self.base_profile, "test": self.test,
+            "profile": self.profile,
+            "base_profile": self.base_profile,
+            "test": self.test,
             "speedup": {str(p.concurrency): p.to_json() for p in self.points},
             "crossover_concurrency": cross.concurrency if cross else None,
             "crossover_status": cross.status if cross else None,
@@ -148,23 +176,40 @@ class Analysis:
         }
 
 
-def analyse(profile: str, base_profile: str, test: str, spec: Mapping[int, Sequence[float]],
-            base: Mapping[int, Sequence[float]], accept: Mapping[int, Sequence[float | None]] | None = None,
-            sglang_version: str | None = None, drift: Mapping[int, float] | None = None) -> Analysis:
+def analyse(
+    profile: str,
+    base_profile: str,
+    test: str,
+    spec: Mapping[int, Sequence[float]],
+    base: Mapping[int, Sequence[float]],
+    accept: Mapping[int, Sequence[float | None]] | None = None,
+    sglang_version: str | None = None,
+    drift: Mapping[int, float] | None = None,
+) -> Analysis:
     """Speedups over the levels both sides measured, in ascending order."""
     accept = accept or {}
     points = []
     for c in sorted(set(spec) & set(base)):
         accepts = [a for a in accept.get(c, ()) if a is not None]
-        points.append(speedup(spec[c], base[c], c, accept_length=statistics.fmean(accepts) if accepts else None))
+        points.append(
+            speedup(
+                spec[c], base[c], c, accept_length=statistics.fmean(accepts) if accepts else None
+            )
+        )
     return Analysis(profile, base_profile, test, tuple(points), sglang_version, dict(drift or {}))
 
 
-def analyse_points(profile: str, base_profile: str, points: Sequence[MeasuredPoint], *,
-                   sglang_version: str | None = None) -> list[Analysis]:
+def analyse_points(
+    profile: str,
+    base_profile: str,
+    points: Sequence[MeasuredPoint],
+    *,
+    sglang_version: str | None = None,
+) -> list[Analysis]:
     """Analyses from measured points, one per test that measured ``output_tok_s`` for both
     profiles. Invalid points are left out. With A/B/A re-measurement the base's second
     measurement (``<base>@after``) joins the base samples and gives the drift."""
+
     def by_test(name: str) -> dict[str, dict[int, MeasuredPoint]]:
         out: dict[str, dict[int, MeasuredPoint]] = {}
         for p in points:
@@ -172,17 +217,30 @@ def analyse_points(profile: str, base_profile: str, points: Sequence[MeasuredPoi
                 out.setdefault(NodeId(p.test).without_params, {})[p.concurrency] = p
         return out
 
-    spec_tests, base_tests, after_tests = by_test(profile), by_test(base_profile), by_test(f"{base_profile}@after")
+    spec_tests, base_tests, after_tests = (
+        by_test(profile),
+        by_test(base_profile),
+        by_test(f"{base_profile}@after"),
+    )
     analyses = []
     for test in sorted(set(spec_tests) & set(base_tests)):
         spec, base, after = spec_tests[test], base_tests[test], after_tests.get(test, {})
-        base_values = {c: [*p.values, *(after[c].values if c in after else ())] for c, p in base.items()}
+        base_values = {
+            c: [*p.values, *(after[c].values if c in after else ())] for c, p in base.items()
+        }
         drift = {c: after[c].summary.mean / base[c].summary.mean for c in after if c in base}
-        analyses.append(analyse(
-            profile, base_profile, test, {c: p.values for c, p in spec.items()}, base_values,
-            accept={c: [r.accept_length for r in p.runs] for c, p in spec.items()},
-            sglang_version=sglang_version, drift=drift,
-        ))
+        analyses.append(
+            analyse(
+                profile,
+                base_profile,
+                test,
+                {c: p.values for c, p in spec.items()},
+                base_values,
+                accept={c: [r.accept_length for r in p.runs] for c, p in spec.items()},
+                sglang_version=sglang_version,
+                drift=drift,
+            )
+        )
     return analyses
 
 

@@ -61,7 +61,9 @@ def finite_or_none(obj: Any) -> Any:
     return obj
 
 
-def weighted_percentile(values: Sequence[float], weights: Sequence[float] | None, q: float) -> float:
+def weighted_percentile(
+    values: Sequence[float], weights: Sequence[float] | None, q: float
+) -> float:
     """The q-th percentile (0–100) of values where each counts ``weight`` times."""
     if not values:
         return math.nan
@@ -78,7 +80,9 @@ def weighted_percentile(values: Sequence[float], weights: Sequence[float] | None
     return pairs[-1][0]
 
 
-def distribution(values: Sequence[float], weights: Sequence[float] | None = None) -> dict[str, float]:
+def distribution(
+    values: Sequence[float], weights: Sequence[float] | None = None
+) -> dict[str, float]:
     """Mean and p50/p90/p99 (weighted when ``weights`` are given); NaN when there are no values."""
     if not values:
         return {"mean": math.nan, "p50": math.nan, "p90": math.nan, "p99": math.nan}
@@ -86,4 +90,7 @@ def distribution(values: Sequence[float], weights: Sequence[float] | None = None
         mean = statistics.fmean(values)
     else:
         mean = sum(v * w for v, w in zip(values, weights)) / sum(weights)
-    return {"mean": mean, **{f"p{q}": weighted_percentile(values, weights, q) for q in (50, 90, 99)}}
+    return {
+        "mean": mean,
+        **{f"p{q}": weighted_percentile(values, weights, q) for q in (50, 90, 99)},
+    }

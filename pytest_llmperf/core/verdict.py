@@ -32,13 +32,21 @@ from pytest_llmperf.core.outcome import Outcome
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["ALPHA", "IMPROVE_MARGIN", "STAGES", "Verdict", "decide", "describe", "format_value", "signed_percent"]
+__all__ = [
+    "ALPHA",
+    "IMPROVE_MARGIN",
+    "STAGES",
+    "Verdict",
+    "decide",
+    "describe",
+    "format_value",
+    "signed_percent",
+]
 
 ALPHA = 0.01
 IMPROVE_MARGIN = 0.10
 #: Candidate runs per stage: a point that is UNCERTAIN gets more runs on the same server.
 STAGES = (3, 6, 10)
-
 
 
 @dataclass(frozen=True)
@@ -65,8 +73,16 @@ class Verdict:
         return self.ratio - 1.0
 
 
-def decide(new: Sequence[float], golden: Sequence[float], *, fail_margin: float, warn_margin: float,
-           improve_margin: float = IMPROVE_MARGIN, alpha: float = ALPHA, last_stage: bool = False) -> Verdict:
+def decide(
+    new: Sequence[float],
+    golden: Sequence[float],
+    *,
+    fail_margin: float,
+    warn_margin: float,
+    improve_margin: float = IMPROVE_MARGIN,
+    alpha: float = ALPHA,
+    last_stage: bool = False,
+) -> Verdict:
     """The verdict for candidate runs ``new`` against golden runs ``golden`` (both tok/s > 0)."""
     import numpy as np  # lazily: importing the plugin must stay cheap
 
@@ -113,11 +129,19 @@ def _one_sided(ln: np.ndarray, lg: np.ndarray, alpha: float) -> tuple[float, flo
     return float(down.pvalue), float(up.pvalue), float(math.exp(low))
 
 
-def describe(label: str, metric_mean: float, golden_mean: float, v: Verdict, fail_margin: float,
-             unit: str = "tok/s") -> str:
+def describe(
+    label: str,
+    metric_mean: float,
+    golden_mean: float,
+    v: Verdict,
+    fail_margin: float,
+    unit: str = "tok/s",
+) -> str:
     """``eagle3 C=70: 241.3 tok/s vs golden 352.0 (−31.4 %, p=0.0004, n=3 vs 10) — FAIL, margin 15 %``"""
     p = v.p_drop if v.ratio < 1 else v.p_gain
     extra = " (inconclusive after the last stage of runs)" if v.inconclusive else ""
-    return (f"{label}: {format_value(metric_mean, unit)} vs golden {format_value(golden_mean, unit, bare=True)} "
-            f"({signed_percent(v.change)} %, p={p:.2g}, n={v.n_new} vs {v.n_golden}) — {v.name}{extra}, "
-            f"margin {fail_margin * 100:g} %")
+    return (
+        f"{label}: {format_value(metric_mean, unit)} vs golden {format_value(golden_mean, unit, bare=True)} "
+        f"({signed_percent(v.change)} %, p={p:.2g}, n={v.n_new} vs {v.n_golden}) — {v.name}{extra}, "
+        f"margin {fail_margin * 100:g} %"
+    )

@@ -76,10 +76,14 @@ def _describe(procs: list[GpuProcess]) -> str:
     def mib(b: int | None) -> str:
         return "?" if b is None else f"{b / 2**20:,.0f} MiB"
 
-    return "\n".join(f"    GPU {p.gpu}: pid {p.pid} holds {mib(p.used_bytes)}: {p.command[:200]}" for p in procs)
+    return "\n".join(
+        f"    GPU {p.gpu}: pid {p.pid} holds {mib(p.used_bytes)}: {p.command[:200]}" for p in procs
+    )
 
 
-def preflight(name: str, env: Mapping[str, str], wait_s: float = 0.0, poll_s: float = 2.0) -> list[str]:
+def preflight(
+    name: str, env: Mapping[str, str], wait_s: float = 0.0, poll_s: float = 2.0
+) -> list[str]:
     """Fail (ServerStartError) if the GPUs this server will use are held by other processes."""
     with nvml() as (pynvml, why_not):
         if pynvml is None:
@@ -97,11 +101,17 @@ def preflight(name: str, env: Mapping[str, str], wait_s: float = 0.0, poll_s: fl
     raise ServerStartError(
         f"{name}: GPU(s) {', '.join(map(str, indices))} are in use{waited}; the server would share them or fail "
         f"to allocate memory:\n{_describe(busy)}\n  Stop these processes (a leftover server? kill the PIDs), "
-        "choose other GPUs with CUDA_VISIBLE_DEVICES in the profile's env, or set gpu_wait_s to wait for them.")
+        "choose other GPUs with CUDA_VISIBLE_DEVICES in the profile's env, or set gpu_wait_s to wait for them."
+    )
 
 
-def wait_released(name: str, pids: Iterable[int], env: Mapping[str, str], timeout_s: float = 30.0,
-                  poll_s: float = 0.5) -> list[str]:
+def wait_released(
+    name: str,
+    pids: Iterable[int],
+    env: Mapping[str, str],
+    timeout_s: float = 30.0,
+    poll_s: float = 0.5,
+) -> list[str]:
     """After teardown: wait for ``pids`` to leave NVML; notes on what is still held."""
     pids = set(pids)
     with nvml() as (pynvml, why_not):
@@ -117,9 +127,13 @@ def wait_released(name: str, pids: Iterable[int], env: Mapping[str, str], timeou
             time.sleep(poll_s)
     notes = []
     if ours:
-        notes.append(f"{name}: {len(ours)} server process(es) still hold GPU memory {timeout_s:g} s after teardown:\n"
-                     + _describe(ours))
+        notes.append(
+            f"{name}: {len(ours)} server process(es) still hold GPU memory {timeout_s:g} s after teardown:\n"
+            + _describe(ours)
+        )
     others = [p for p in held if p.pid not in pids]
     if others:
-        notes.append(f"{name}: other processes hold memory on its GPUs after teardown:\n{_describe(others)}")
+        notes.append(
+            f"{name}: other processes hold memory on its GPUs after teardown:\n{_describe(others)}"
+        )
     return notes

@@ -51,13 +51,27 @@ def build_command(profile: Profile, host: str, port: int, run_dir: Path) -> list
         assert profile.command is not None
         values = {"host": host, "port": str(port), "python": python, "run_dir": str(run_dir)}
         values["model"] = string.Formatter().vformat(profile.model, (), values)
-        return [os.path.expanduser(string.Formatter().vformat(arg, (), values)) for arg in profile.command]
+        return [
+            os.path.expanduser(string.Formatter().vformat(arg, (), values))
+            for arg in profile.command
+        ]
     if profile.engine == "llamacpp":
         from pytest_llmperf.engines import llamacpp
 
         return llamacpp.command(profile, host, port)
     module = "pytest_llmperf.sim" if profile.engine == "sim" else "sglang.launch_server"
-    return [python, "-m", module, "--model-path", profile.model, "--host", host, "--port", str(port), *profile.args]
+    return [
+        python,
+        "-m",
+        module,
+        "--model-path",
+        profile.model,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *profile.args,
+    ]
 
 
 def mask_secrets(command: list[str]) -> list[str]:
@@ -110,9 +124,16 @@ class ServerHandle:
         """How the server ran, for the results JSON (secrets in its command line are not here)."""
         profile = self.profile
         return {
-            "engine": profile.engine, "model": profile.model, "api": profile.api, "args": list(profile.args),
-            "env": dict(profile.env), "launch_id": self.launch_id, "attached": self.attached,
-            "base_url": self.base_url, "log": str(self.log_path) if self.log_path else None, "server_info": self.info,
+            "engine": profile.engine,
+            "model": profile.model,
+            "api": profile.api,
+            "args": list(profile.args),
+            "env": dict(profile.env),
+            "launch_id": self.launch_id,
+            "attached": self.attached,
+            "base_url": self.base_url,
+            "log": str(self.log_path) if self.log_path else None,
+            "server_info": self.info,
         }
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
@@ -135,12 +156,16 @@ class ServerHandle:
         if code is not None:
             raise self.failure(ServerDiedError, f"exited with code {code} {when}")
 
-    def failure(self, error: type[ServerError], what: str, *, with_command: bool = False) -> ServerError:
+    def failure(
+        self, error: type[ServerError], what: str, *, with_command: bool = False
+    ) -> ServerError:
         """Mark the server unusable and build the error: what happened, where its log is, its tail."""
         self.died = what
         command = f"  command: {shlex.join(mask_secrets(self.command))}\n" if with_command else ""
-        return error(f"{self.profile.name}: the server {what}.\n{command}"
-                     f"  log: {self.log_path}\n  last lines:\n{self.log_tail()}")
+        return error(
+            f"{self.profile.name}: the server {what}.\n{command}"
+            f"  log: {self.log_path}\n  last lines:\n{self.log_tail()}"
+        )
 
 
 def launch(profile: Profile, run_dir: Path) -> ServerHandle:
@@ -153,19 +178,27 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
         from pytest_llmperf.engines import gpu, sglang
 
         version = sglang.installed_version(profile)
-        adapted = sglang.adapt(profile.args, version, where=f"{profile.source}: profile {profile.name!r}, field 'args'")
+        adapted = sglang.adapt(
+            profile.args, version, where=f"{profile.source}: profile {profile.name!r}, field 'args'"
+        )
         profile, notes = replace(profile, args=tuple(adapted.args)), adapted.notes
         notes += gpu.preflight(profile.name, profile.env, profile.gpu_wait_s)
     command = build_command(profile, host, port, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / f"{profile.name}.log"
     env_lines = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(profile.env.items()))
-    (run_dir / f"{profile.name}.cmd").write_text(env_lines + shlex.join(mask_secrets(command)) + "\n")
+    (run_dir / f"{profile.name}.cmd").write_text(
+        env_lines + shlex.join(mask_secrets(command)) + "\n"
+    )
     env = {**os.environ, **profile.env, "PYTHONUNBUFFERED": "1"}
     log = open(log_path, "wb")
     try:
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
             start_new_session=True,
         )
     except OSError as exc:
@@ -173,14 +206,25 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
     finally:
         log.close()
     url_host = f"[{host}]" if ":" in host else host
-    handle = ServerHandle(profile, f"http://{url_host}:{port}", process=process, command=command, log_path=log_path,
-                          notes=notes, sglang_version=version)
+    handle = ServerHandle(
+        profile,
+        f"http://{url_host}:{port}",
+        process=process,
+        command=command,
+        log_path=log_path,
+        notes=notes,
+        sglang_version=version,
+    )
     _LIVE[process.pid] = handle
     return handle
 
 
-def wait_ready(handle: ServerHandle, timeout_s: float | None = None, poll_s: float = 0.25,
-               progress: Callable[[str], None] | None = None) -> None:
+def wait_ready(
+    handle: ServerHandle,
+    timeout_s: float | None = None,
+    poll_s: float = 0.25,
+    progress: Callable[[str], None] | None = None,
+) -> None:
     """Block until the health endpoint answers 200; fail fast if the process exits.
 
     ``progress`` gets ``"<profile>: <stage from the log>, <seconds> s"`` about once a second,
@@ -198,19 +242,28 @@ def wait_ready(handle: ServerHandle, timeout_s: float | None = None, poll_s: flo
             elapsed = time.monotonic() - handle.started_at
             code = handle.exit_code()
             if code is not None:
-                raise handle.failure(ServerStartError, f"exited with code {code} while loading "
-                                     f"({elapsed:.1f} s after launch)", with_command=True)
+                raise handle.failure(
+                    ServerStartError,
+                    f"exited with code {code} while loading ({elapsed:.1f} s after launch)",
+                    with_command=True,
+                )
             try:
                 if client.get(url).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass  # not listening yet: SGLang binds only after loading
             if time.monotonic() > deadline:
-                raise handle.failure(ServerStartError, f"was not ready after {timeout_s:g} s (ready_timeout_s): "
-                                     f"{url} never answered 200", with_command=True)
+                raise handle.failure(
+                    ServerStartError,
+                    f"was not ready after {timeout_s:g} s (ready_timeout_s): "
+                    f"{url} never answered 200",
+                    with_command=True,
+                )
             if progress is not None and time.monotonic() - last_report >= 1.0:
                 last_report = time.monotonic()
-                progress(f"{profile.name}: {read_stage(handle.log_path) or 'starting'}, {elapsed:.0f} s")
+                progress(
+                    f"{profile.name}: {read_stage(handle.log_path) or 'starting'}, {elapsed:.0f} s"
+                )
             time.sleep(poll_s)
 
 
@@ -236,7 +289,9 @@ def fetch_info(handle: ServerHandle) -> dict[str, Any]:
                 resp = client.get(path)
             except httpx.HTTPError:
                 continue
-            if resp.status_code == 200 and resp.headers.get("content-type", "").startswith("application/json"):
+            if resp.status_code == 200 and resp.headers.get("content-type", "").startswith(
+                "application/json"
+            ):
                 info[path] = resp.json()
                 if path in ("/server_info", "/get_server_info"):
                     break  # SGLang: the full resolved args and version; the deprecated alias adds nothing
@@ -250,7 +305,9 @@ def attach(profile: Profile, url: str) -> ServerHandle:
         with httpx.Client(timeout=30.0, headers=handle.headers) as client:
             code = client.get(handle.base_url + profile.readiness_path).status_code
     except httpx.HTTPError as exc:
-        raise ServerStartError(f"{profile.name}: cannot reach --llm-server-url {url}: {exc}") from None
+        raise ServerStartError(
+            f"{profile.name}: cannot reach --llm-server-url {url}: {exc}"
+        ) from None
     if code != 200:
         raise ServerStartError(
             f"{profile.name}: --llm-server-url {url} answered {code} on {profile.readiness_path}; is it ready?"
@@ -292,8 +349,9 @@ def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
     if handle.profile.engine == "sglang":
         from pytest_llmperf.engines import gpu
 
-        handle.notes += gpu.wait_released(handle.profile.name, [process.pid, *(p.pid for p in descendants)],
-                                          handle.profile.env)
+        handle.notes += gpu.wait_released(
+            handle.profile.name, [process.pid, *(p.pid for p in descendants)], handle.profile.env
+        )
 
 
 def _signal_group(pgid: int, sig: int) -> None:

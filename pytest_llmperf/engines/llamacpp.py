@@ -25,7 +25,8 @@ def executable(profile: Profile) -> str:
         raise ServerStartError(
             f"{profile.name}: llama-server {binary} {where} ({profile.source}, profile {profile.name!r}, "
             "field 'binary'). Build llama.cpp's llama-server and set `binary` to its path (relative paths are "
-            "relative to the profiles file).")
+            "relative to the profiles file)."
+        )
     return found
 
 
@@ -34,12 +35,22 @@ def model_path(profile: Profile) -> str:
     if not os.path.isfile(model):
         raise ServerStartError(
             f"{profile.name}: the GGUF model {model} does not exist ({profile.source}, profile {profile.name!r}, "
-            "field 'model'). Set `model` to a .gguf file (relative paths are relative to the profiles file).")
+            "field 'model'). Set `model` to a .gguf file (relative paths are relative to the profiles file)."
+        )
     return model
 
 
 def command(profile: Profile, host: str, port: int) -> list[str]:
-    return [executable(profile), "-m", model_path(profile), "--host", host, "--port", str(port), *profile.args]
+    return [
+        executable(profile),
+        "-m",
+        model_path(profile),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *profile.args,
+    ]
 
 
 def server_args(props: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,9 @@ from pathlib import Path
 _SHARDS = re.compile(r"Loading safetensors checkpoint shards:\s+(\d+)% Completed \| (\d+)/(\d+)")
 _LOAD_BEGIN = re.compile(r"Load weight begin")
 _KV = re.compile(r"KV Cache is allocated")
-_CAPTURE = re.compile(r"Capture (?:(draft|target)\s+)?(?:\w+\s+)?(?:cuda|CUDA) graph begin", re.IGNORECASE)
+_CAPTURE = re.compile(
+    r"Capture (?:(draft|target)\s+)?(?:\w+\s+)?(?:cuda|CUDA) graph begin", re.IGNORECASE
+)
 _CAPTURING = re.compile(r"Capturing batches \(bs=(\d+)[^)]*\):\s+(\d+)%")
 _READY = re.compile(r"The server is fired up and ready to roll!")
 
@@ -29,14 +31,20 @@ def stage(text: str) -> str | None:
     for line in re.split(r"[\r\n]+", text):
         if _LOAD_BEGIN.search(line):
             weight_loads += 1
-            current = "loading weights" if weight_loads == 1 else "loading the draft model's weights"
+            current = (
+                "loading weights" if weight_loads == 1 else "loading the draft model's weights"
+            )
         elif m := _SHARDS.search(line):
             what = "loading weights" if weight_loads <= 1 else "loading draft weights"
             current = f"{what} {m.group(1)} % ({m.group(2)}/{m.group(3)} shards)"
         elif _KV.search(line):
             current = "KV cache allocated"
         elif m := _CAPTURE.search(line):
-            graph = "draft" if (m.group(1) or "").lower() == "draft" or "draft" in line.lower() else "target"
+            graph = (
+                "draft"
+                if (m.group(1) or "").lower() == "draft" or "draft" in line.lower()
+                else "target"
+            )
             current = f"capturing {graph} CUDA graphs"
         elif m := _CAPTURING.search(line):
             current = f"capturing {graph} CUDA graphs {m.group(2)} % (bs={m.group(1)})"

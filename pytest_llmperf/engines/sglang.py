@@ -80,28 +80,39 @@ def adapt(args: Sequence[str], version: str | None, *, where: str) -> Adapted:
     out: list[tuple[str, str | None, bool]] = []
     for flag, value, eq in parts:
         if flag == "--tp":
-            notes.append("--tp rewritten to --tp-size (SGLang has no --tp flag; it only matched by prefix)")
+            notes.append(
+                "--tp rewritten to --tp-size (SGLang has no --tp flag; it only matched by prefix)"
+            )
             flag = "--tp-size"
         elif flag == "--cuda-graph-max-bs" and v is not None and v >= (0, 5, 14):
             state = "removed in 0.5.20" if v >= (0, 5, 20) else "deprecated since 0.5.14"
-            notes.append(f"--cuda-graph-max-bs rewritten to --cuda-graph-max-bs-decode ({state}; SGLang {version})")
+            notes.append(
+                f"--cuda-graph-max-bs rewritten to --cuda-graph-max-bs-decode ({state}; SGLang {version})"
+            )
             flag = "--cuda-graph-max-bs-decode"
         elif flag == "--enable-flashinfer-allreduce-fusion" and v is not None and v >= (0, 5, 14):
-            notes.append("--enable-flashinfer-allreduce-fusion rewritten to --flashinfer-allreduce-fusion-backend "
-                         f"auto (deprecated since 0.5.14; SGLang {version})")
+            notes.append(
+                "--enable-flashinfer-allreduce-fusion rewritten to --flashinfer-allreduce-fusion-backend "
+                f"auto (deprecated since 0.5.14; SGLang {version})"
+            )
             flag, value, eq = "--flashinfer-allreduce-fusion-backend", "auto", False
         elif flag == "--num-continuous-decode-steps":
-            notes.append("warning: --num-continuous-decode-steps has no effect in any SGLang version (a dead flag); "
-                         "remove it so nobody reads a difference into it")
+            notes.append(
+                "warning: --num-continuous-decode-steps has no effect in any SGLang version (a dead flag); "
+                "remove it so nobody reads a difference into it"
+            )
         elif flag.startswith("--speculative-adaptive") and v is not None and v < (0, 5, 11):
             raise ServerStartError(
                 f"{where}: {flag} needs SGLang 0.5.11 or later; this interpreter has SGLang {version}. "
-                "Remove the flag or point the profile's `python` at a newer SGLang.")
+                "Remove the flag or point the profile's `python` at a newer SGLang."
+            )
         out.append((flag, value, eq))
     if any(f == "--speculative-algorithm" for f in flags) and "--max-running-requests" not in flags:
-        notes.append("warning: speculative SGLang servers cap running requests at 48 unless --max-running-requests "
-                     "is set; above C = 48 requests queue and the comparison measures the cap. Set "
-                     "--max-running-requests (and the CUDA-graph max bs) identically on both profiles")
+        notes.append(
+            "warning: speculative SGLang servers cap running requests at 48 unless --max-running-requests "
+            "is set; above C = 48 requests queue and the comparison measures the cap. Set "
+            "--max-running-requests (and the CUDA-graph max bs) identically on both profiles"
+        )
     if v is None and version:
         notes.append(f"SGLang version {version!r} not understood; flags passed unchanged")
     return Adapted(_join(out), notes)
@@ -109,16 +120,30 @@ def adapt(args: Sequence[str], version: str | None, *, where: str) -> Adapted:
 
 def unfair_differences(spec_args: Sequence[str], base_args: Sequence[str]) -> list[str]:
     """What a speculative profile changes beyond the speculative flags, one line per flag."""
+
     def options(args: Sequence[str]) -> dict[str, str | None]:
-        return {flag: value for flag, value, _ in _split(args)
-                if not flag.startswith(SPECULATIVE_PREFIX) and flag.startswith("--")}
+        return {
+            flag: value
+            for flag, value, _ in _split(args)
+            if not flag.startswith(SPECULATIVE_PREFIX) and flag.startswith("--")
+        }
 
     spec, base = options(spec_args), options(base_args)
     lines = []
     for flag in sorted(set(spec) | set(base)):
-        if spec.get(flag, "<unset>") != base.get(flag, "<unset>") or (flag in spec) != (flag in base):
-            before = "<unset>" if flag not in base else (base[flag] if base[flag] is not None else "<on>")
-            after = "<unset>" if flag not in spec else (spec[flag] if spec[flag] is not None else "<on>")
+        if spec.get(flag, "<unset>") != base.get(flag, "<unset>") or (flag in spec) != (
+            flag in base
+        ):
+            before = (
+                "<unset>"
+                if flag not in base
+                else (base[flag] if base[flag] is not None else "<on>")
+            )
+            after = (
+                "<unset>"
+                if flag not in spec
+                else (spec[flag] if spec[flag] is not None else "<on>")
+            )
             lines.append(f"{flag}: {before} \u2192 {after}")
     return lines
 
@@ -127,18 +152,29 @@ def installed_version(profile: Profile, timeout_s: float = 60.0) -> str:
     """The SGLang version installed for the profile's interpreter (package metadata: no import,
     which would take seconds and need the GPU stack), or a ServerStartError saying what to do."""
     python = os.path.expanduser(profile.python) if profile.python else sys.executable
-    probe = ("import importlib.metadata as m\ntry:\n    print(m.version('sglang'))\n"
-             "except m.PackageNotFoundError:\n    print('')")
+    probe = (
+        "import importlib.metadata as m\ntry:\n    print(m.version('sglang'))\n"
+        "except m.PackageNotFoundError:\n    print('')"
+    )
     try:
-        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=timeout_s,
-                             env={**os.environ, **profile.env})
+        out = subprocess.run(
+            [python, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={**os.environ, **profile.env},
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ServerStartError(f"{profile.name}: could not ask {python!r} for its SGLang version: {exc}. "
-                               "Set the profile's `python` to the interpreter of SGLang's environment.") from None
+        raise ServerStartError(
+            f"{profile.name}: could not ask {python!r} for its SGLang version: {exc}. "
+            "Set the profile's `python` to the interpreter of SGLang's environment."
+        ) from None
     version = out.stdout.strip()
     if out.returncode != 0 or not version:
         raise ServerStartError(
             f"{profile.name}: SGLang is not installed for {python} ({profile.source}, profile {profile.name!r}, "
             "field 'python'). Install it there (pip install 'sglang[all]') or point `python` at the interpreter "
-            "of the environment that has it." + (f"\n{out.stderr.strip()[-1000:]}" if out.stderr.strip() else ""))
+            "of the environment that has it."
+            + (f"\n{out.stderr.strip()[-1000:]}" if out.stderr.strip() else "")
+        )
     return version

@@ -29,11 +29,18 @@ from pytest_llmperf.golden.store import PendingPoint, PendingRun
 def update_command(nodeid: str, profiles: Sequence[str]) -> str:
     """The command that records the goldens of the test ``nodeid`` for ``profiles``."""
     path = NodeId(nodeid).path
-    return f"pytest {shlex.quote(path)} --llm-profile {shlex.quote(','.join(profiles))} --perf-update"
+    return (
+        f"pytest {shlex.quote(path)} --llm-profile {shlex.quote(','.join(profiles))} --perf-update"
+    )
 
 
-def compare(point: Point, golden: dict[str, Any] | None, path: Path, current: Fingerprint,
-            update_command: str) -> dict[str, Any]:
+def compare(
+    point: Point,
+    golden: dict[str, Any] | None,
+    path: Path,
+    current: Fingerprint,
+    update_command: str,
+) -> dict[str, Any]:
     """``point``'s entry in its golden file (``golden``, read from ``path``), or fail the test
     saying what to do."""
     __tracebackhide__ = True
@@ -41,22 +48,31 @@ def compare(point: Point, golden: dict[str, Any] | None, path: Path, current: Fi
     if golden is None or entry is None:
         point.outcome = Outcome.MISSING
         point.message = f"{point.label}: no golden baseline in {path}"
-        pytest.fail(f"{point.message} for {point.key}.\n  Record it: {update_command}", pytrace=False)
+        pytest.fail(
+            f"{point.message} for {point.key}.\n  Record it: {update_command}", pytrace=False
+        )
     changes = fingerprint.diff(golden["fingerprint"]["hard"], current.hard)
-    changes += [f"workload.{line}" for line in fingerprint.diff(entry.get("workload", {}), point.workload)]
+    changes += [
+        f"workload.{line}" for line in fingerprint.diff(entry.get("workload", {}), point.workload)
+    ]
     if changes:
         point.outcome = Outcome.INCOMPARABLE
         point.message = f"{point.label}: INCOMPARABLE with {path}"
         pytest.fail(
-            f"{point.message}: it was recorded under a different configuration:\n    " + "\n    ".join(changes)
+            f"{point.message}: it was recorded under a different configuration:\n    "
+            + "\n    ".join(changes)
             + f"\n  If the change is intended, re-record (and review the diff): {update_command}",
             pytrace=False,
         )
-    point.environment_changes = fingerprint.diff(golden["fingerprint"].get("soft", {}), current.soft)
+    point.environment_changes = fingerprint.diff(
+        golden["fingerprint"].get("soft", {}), current.soft
+    )
     return entry
 
 
-def conclude(point: Point, verdict: Verdict, entry: dict[str, Any], path: Path, fail_margin: float) -> None:
+def conclude(
+    point: Point, verdict: Verdict, entry: dict[str, Any], path: Path, fail_margin: float
+) -> None:
     """Store the verdict on the point; fail the test unless it passes."""
     __tracebackhide__ = True
     gold_mean = entry["summary"]["mean"]
@@ -64,15 +80,27 @@ def conclude(point: Point, verdict: Verdict, entry: dict[str, Any], path: Path, 
     point.golden = {"mean": gold_mean, "n": len(entry["runs"]), "path": str(path)}
     point.ratio = verdict.ratio
     point.p_value = verdict.p_drop if verdict.ratio < 1 else verdict.p_gain
-    point.message = describe(point.label, point.summary.mean, gold_mean, verdict, fail_margin, unit=point.unit)
+    point.message = describe(
+        point.label, point.summary.mean, gold_mean, verdict, fail_margin, unit=point.unit
+    )
     if not verdict.passed:
         changes = "".join(f"\n    {line}" for line in point.environment_changes)
-        pytest.fail(point.message + (f"\n  Changed since the golden (not blocking):{changes}" if changes else ""),
-                    pytrace=False)
+        pytest.fail(
+            point.message
+            + (f"\n  Changed since the golden (not blocking):{changes}" if changes else ""),
+            pytrace=False,
+        )
 
 
-def pending(point: Point, runs: list[PendingRun], old: dict[str, Any] | None, *, pool: bool,
-            accept_worse: str | None, warn_margin: float) -> PendingPoint:
+def pending(
+    point: Point,
+    runs: list[PendingRun],
+    old: dict[str, Any] | None,
+    *,
+    pool: bool,
+    accept_worse: str | None,
+    warn_margin: float,
+) -> PendingPoint:
     """``point`` as it will be written to its golden file at the end of the run.
 
     Replacing a golden (not pooling into it) with a mean worse than the warn margin fails the
@@ -84,15 +112,22 @@ def pending(point: Point, runs: list[PendingRun], old: dict[str, Any] | None, *,
         if ratio < 1 - warn_margin and not accept_worse:
             point.outcome, point.ratio = Outcome.FAIL, ratio
             point.golden = {"mean": old["summary"]["mean"], "n": old["summary"]["n"]}
-            point.message = (f"{point.label}: refusing to replace the golden "
-                             f"{format_value(old['summary']['mean'], point.unit, bare=True)} with "
-                             f"{format_value(point.summary.mean, point.unit, bare=True)} ({signed_percent(ratio - 1)} %, "
-                             f"worse than the {warn_margin * 100:g} % warn margin)")
-            pytest.fail(f"{point.message}.\n  If this is expected, say why: re-run with "
-                        "--perf-accept-worse='<reason, e.g. driver 590 regression, tracked in #123>'; "
-                        "the reason is stored in the golden's history.", pytrace=False)
+            point.message = (
+                f"{point.label}: refusing to replace the golden "
+                f"{format_value(old['summary']['mean'], point.unit, bare=True)} with "
+                f"{format_value(point.summary.mean, point.unit, bare=True)} ({signed_percent(ratio - 1)} %, "
+                f"worse than the {warn_margin * 100:g} % warn margin)"
+            )
+            pytest.fail(
+                f"{point.message}.\n  If this is expected, say why: re-run with "
+                "--perf-accept-worse='<reason, e.g. driver 590 regression, tracked in #123>'; "
+                "the reason is stored in the golden's history.",
+                pytrace=False,
+            )
     why = accept_worse or ("--perf-update --perf-pool" if pool else "--perf-update")
-    return PendingPoint(point.key, point.test, point.concurrency, point.metric, runs, why, pool, point.workload)
+    return PendingPoint(
+        point.key, point.test, point.concurrency, point.metric, runs, why, pool, point.workload
+    )
 
 
 def recorded(point: Point, path: Path) -> None:

@@ -31,13 +31,44 @@ from pytest_llmperf.engines import llamacpp
 from pytest_llmperf.profiles import Profile
 
 #: /server_info fields that describe this process or its runtime state, not its configuration.
-VOLATILE_SERVER_KEYS = frozenset({
-    "host", "port", "nccl_port", "dist_init_addr", "internal_states", "status", "version", "launch_command",
-    "startup_time", "kv_events", "frontend", "api_key", "admin_api_key", "log_level", "log_level_http",
-    "decode_log_interval", "enable_metrics", "served_model_name", "max_total_num_tokens", "max_req_input_len",
-    "skip_server_warmup", "warmups", "random_seed", "engine", "file_storage_path", "model_path",
-})
-PACKAGES = ("sglang", "flashinfer-python", "torch", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "sgl-kernel")
+VOLATILE_SERVER_KEYS = frozenset(
+    {
+        "host",
+        "port",
+        "nccl_port",
+        "dist_init_addr",
+        "internal_states",
+        "status",
+        "version",
+        "launch_command",
+        "startup_time",
+        "kv_events",
+        "frontend",
+        "api_key",
+        "admin_api_key",
+        "log_level",
+        "log_level_http",
+        "decode_log_interval",
+        "enable_metrics",
+        "served_model_name",
+        "max_total_num_tokens",
+        "max_req_input_len",
+        "skip_server_warmup",
+        "warmups",
+        "random_seed",
+        "engine",
+        "file_storage_path",
+        "model_path",
+    }
+)
+PACKAGES = (
+    "sglang",
+    "flashinfer-python",
+    "torch",
+    "nvidia-nccl-cu12",
+    "nvidia-nccl-cu13",
+    "sgl-kernel",
+)
 
 
 @dataclass(frozen=True)
@@ -57,7 +88,9 @@ class Fingerprint:
         return {"hard": self.hard, "soft": self.soft, "comparability_hash": self.comparability_hash}
 
 
-def take(profile: Profile, server_info: dict[str, Any], command: list[str] | None = None) -> Fingerprint:
+def take(
+    profile: Profile, server_info: dict[str, Any], command: list[str] | None = None
+) -> Fingerprint:
     """The server's fingerprint (each point adds its workload definition as a hard key);
     ``command`` is the launched command line (none when attached)."""
     sglang_info = server_info.get("/server_info") or server_info.get("/get_server_info") or {}
@@ -66,11 +99,15 @@ def take(profile: Profile, server_info: dict[str, Any], command: list[str] | Non
         "hardware": hardware(profile),
         "engine": profile.engine,
         "model": profile.model,
-        "server_args": normalized_server_args(sglang_info) if sglang_info else other_server_args(props, profile),
+        "server_args": normalized_server_args(sglang_info)
+        if sglang_info
+        else other_server_args(props, profile),
     }
     soft: dict[str, Any] = {
         "server_version": sglang_info.get("version") or props.get("build_info"),
-        "server_binary": executable_digest(command) if profile.engine in ("llamacpp", "command") and command else None,
+        "server_binary": executable_digest(command)
+        if profile.engine in ("llamacpp", "command") and command
+        else None,
         "pytest_llmperf": __version__,
         "python": platform.python_version(),
         "packages": installed_versions(),
@@ -136,8 +173,10 @@ def nvidia_versions() -> dict[str, Any]:
             return {}
         driver = pynvml.nvmlSystemGetDriverVersion()
         cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-        return {"driver": driver.decode() if isinstance(driver, bytes) else driver,
-                "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}"}
+        return {
+            "driver": driver.decode() if isinstance(driver, bytes) else driver,
+            "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
+        }
 
 
 def installed_versions() -> dict[str, str]:

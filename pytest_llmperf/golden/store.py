@@ -55,7 +55,11 @@ def load(path: Path) -> dict[str, Any] | None:
             f"(e.g. `git checkout -- {path}`) or delete it and re-record with --perf-update."
         ) from None
     schema = data.get("schema") if isinstance(data, dict) else None
-    if schema != SCHEMA_VERSION or not isinstance(data.get("points"), dict) or "fingerprint" not in data:
+    if (
+        schema != SCHEMA_VERSION
+        or not isinstance(data.get("points"), dict)
+        or "fingerprint" not in data
+    ):
         raise GoldenError(
             f"golden file {path} has schema {schema!r}, expected {SCHEMA_VERSION} with 'fingerprint' and "
             f"'points'. It was left untouched: delete it and re-record with --perf-update."
@@ -94,37 +98,72 @@ class PendingFile:
     points: list[PendingPoint] = field(default_factory=list)
 
 
-def apply(existing: dict[str, Any] | None, pending: PendingFile, now: str) -> tuple[dict[str, Any], list[str]]:
+def apply(
+    existing: dict[str, Any] | None, pending: PendingFile, now: str
+) -> tuple[dict[str, Any], list[str]]:
     """The file content after recording ``pending``, and what changed (one line per point)."""
     data = existing or {"schema": SCHEMA_VERSION, "profile": pending.profile, "points": {}}
     notes = []
-    if existing is not None and existing["fingerprint"].get("hard") != pending.fingerprint.get("hard"):
+    if existing is not None and existing["fingerprint"].get("hard") != pending.fingerprint.get(
+        "hard"
+    ):
         # New hard keys: the other points were measured under a configuration that no longer exists.
         stale = sorted(set(existing["points"]) - {p.key for p in pending.points})
         for key in stale:
             del data["points"][key]
         if stale:
-            notes.append(f"{pending.path}: removed {len(stale)} point(s) recorded under the old fingerprint")
+            notes.append(
+                f"{pending.path}: removed {len(stale)} point(s) recorded under the old fingerprint"
+            )
     data["fingerprint"] = pending.fingerprint
     data["hardware_key"] = pending.fingerprint["hard"]["hardware"]["key"]
     for point in pending.points:
         entry = data["points"].get(point.key)
-        runs: list[dict[str, Any]] = [{"value": r.value, "launch_id": r.launch_id, "requests": r.requests, "output_tokens": r.output_tokens,
-                 "accept_length": r.accept_length, "recorded": now} for r in point.runs]
+        runs: list[dict[str, Any]] = [
+            {
+                "value": r.value,
+                "launch_id": r.launch_id,
+                "requests": r.requests,
+                "output_tokens": r.output_tokens,
+                "accept_length": r.accept_length,
+                "recorded": now,
+            }
+            for r in point.runs
+        ]
         if entry is not None and point.pool:
             runs = (entry["runs"] + runs)[-MAX_POOLED_RUNS:]
         summary = Summary(tuple(r["value"] for r in runs)).to_json()
         history = list(entry["history"]) if entry else []
-        history.append({"when": now, "why": point.why, "mean": summary["mean"], "n": summary["n"],
-                        "launches": sorted({r["launch_id"] for r in runs})})
+        history.append(
+            {
+                "when": now,
+                "why": point.why,
+                "mean": summary["mean"],
+                "n": summary["n"],
+                "launches": sorted({r["launch_id"] for r in runs}),
+            }
+        )
         data["points"][point.key] = {
-            "test": NodeId(point.test).without_params, "concurrency": point.concurrency, "metric": point.metric,
-            "workload": point.workload, "runs": runs, "summary": summary, "history": history,
+            "test": NodeId(point.test).without_params,
+            "concurrency": point.concurrency,
+            "metric": point.metric,
+            "workload": point.workload,
+            "runs": runs,
+            "summary": summary,
+            "history": history,
             "anchor": entry["anchor"] if entry else {"mean": summary["mean"], "recorded": now},
         }
-        verb = "pooled into" if entry is not None and point.pool else ("replaced" if entry else "recorded")
-        mean = format_value(summary["mean"], "x" if point.metric == "speedup" else "tok/s", bare=True)
-        notes.append(f"{pending.path}: {verb} {point.key}: {mean} ({point.metric}, n={summary['n']})")
+        verb = (
+            "pooled into"
+            if entry is not None and point.pool
+            else ("replaced" if entry else "recorded")
+        )
+        mean = format_value(
+            summary["mean"], "x" if point.metric == "speedup" else "tok/s", bare=True
+        )
+        notes.append(
+            f"{pending.path}: {verb} {point.key}: {mean} ({point.metric}, n={summary['n']})"
+        )
     return data, notes
 
 

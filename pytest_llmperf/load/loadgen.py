@@ -34,8 +34,15 @@ from pytest_llmperf.load.streams import NativeStream, OpenAIStream
 from pytest_llmperf.load.transport import make_client, make_transport
 from pytest_llmperf.load.workload import Workload
 
-__all__ = ["LevelPlan", "closed_loop", "flush_cache", "measure_level", "measure_level_async", "run_in_fresh_loop",
-           "send_one"]
+__all__ = [
+    "LevelPlan",
+    "closed_loop",
+    "flush_cache",
+    "measure_level",
+    "measure_level_async",
+    "run_in_fresh_loop",
+    "send_one",
+]
 
 perf_counter = time.perf_counter
 T = TypeVar("T")
@@ -44,8 +51,9 @@ WARMUP_OUTPUT_LEN = 16
 _SSE_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
-async def send_one(transport: httpx.AsyncBaseTransport, request: httpx.Request, api: str,
-                   rec: RequestRecord) -> None:
+async def send_one(
+    transport: httpx.AsyncBaseTransport, request: httpx.Request, api: str, rec: RequestRecord
+) -> None:
     """Stream one request into ``rec``; errors are recorded, never raised."""
     stream: NativeStream | OpenAIStream = NativeStream() if api == "sglang" else OpenAIStream()
     times, cumulative = rec.chunk_times, rec.chunk_cumulative
@@ -111,9 +119,15 @@ class _ClientMonitor:
         self._task.cancel()
 
 
-async def closed_loop(transport: httpx.AsyncBaseTransport, api: str, requests: list[httpx.Request],
-                      concurrency: int, n_requests: int, stall_timeout_s: float = 600.0,
-                      claim: Callable[[], int | None] | None = None) -> RunRecords:
+async def closed_loop(
+    transport: httpx.AsyncBaseTransport,
+    api: str,
+    requests: list[httpx.Request],
+    concurrency: int,
+    n_requests: int,
+    stall_timeout_s: float = 600.0,
+    claim: Callable[[], int | None] | None = None,
+) -> RunRecords:
     """Run N requests with exactly ``concurrency`` in flight until the last ones drain.
 
     ``claim`` hands out request indices (None when all N are taken); worker processes share
@@ -147,8 +161,10 @@ async def closed_loop(transport: httpx.AsyncBaseTransport, api: str, requests: l
             for rec, task in list(in_flight.values()):
                 silent = now - max(rec.start, rec.last_read)
                 if rec.start and rec.end == 0.0 and rec.error is None and silent > stall_timeout_s:
-                    rec.error = (f"stalled: no data from the server for {silent:.1f} s "
-                                 f"(request_timeout_s = {stall_timeout_s:g})")
+                    rec.error = (
+                        f"stalled: no data from the server for {silent:.1f} s "
+                        f"(request_timeout_s = {stall_timeout_s:g})"
+                    )
                     task.cancel()
 
     cpu0, wall0 = time.process_time(), perf_counter()
@@ -158,7 +174,9 @@ async def closed_loop(transport: httpx.AsyncBaseTransport, api: str, requests: l
             await asyncio.gather(*(worker(k) for k in range(min(concurrency, n_requests))))
     finally:
         guard.cancel()
-    return RunRecords(concurrency, records, monitor.lags, time.process_time() - cpu0, perf_counter() - wall0)
+    return RunRecords(
+        concurrency, records, monitor.lags, time.process_time() - cpu0, perf_counter() - wall0
+    )
 
 
 @dataclass(frozen=True)
@@ -170,8 +188,13 @@ class LevelPlan:
 
 
 async def measure_level_async(
-    base_url: str, workload: Workload, plan: LevelPlan, *, transport: str = "aiohttp",
-    timeout_s: float = 600.0, headers: dict[str, str] | None = None,
+    base_url: str,
+    workload: Workload,
+    plan: LevelPlan,
+    *,
+    transport: str = "aiohttp",
+    timeout_s: float = 600.0,
+    headers: dict[str, str] | None = None,
     before_run: Callable[[httpx.AsyncClient], Awaitable[Any]] | None = None,
     claim: Callable[[], int | None] | None = None,
 ) -> list[RunRecords]:
@@ -181,20 +204,33 @@ async def measure_level_async(
     async with make_client(base_url, sender, headers) as client:
 
         def requests(output_len: int) -> list[httpx.Request]:
-            return [client.build_request("POST", workload.path, content=body, headers=_SSE_HEADERS)
-                    for body in workload.bodies(output_len)]
+            return [
+                client.build_request("POST", workload.path, content=body, headers=_SSE_HEADERS)
+                for body in workload.bodies(output_len)
+            ]
 
         if plan.warmup:
             short = requests(min(workload.output_len, WARMUP_OUTPUT_LEN))
-            await closed_loop(sender, workload.api, short, plan.concurrency, plan.concurrency, timeout_s)
+            await closed_loop(
+                sender, workload.api, short, plan.concurrency, plan.concurrency, timeout_s
+            )
         measured = requests(workload.output_len)
         runs = []
         for _ in range(plan.runs):
             if before_run is not None:
                 await before_run(client)
             with _old_objects_frozen():
-                runs.append(await closed_loop(sender, workload.api, measured, plan.concurrency, plan.n_requests,
-                                              timeout_s, claim))
+                runs.append(
+                    await closed_loop(
+                        sender,
+                        workload.api,
+                        measured,
+                        plan.concurrency,
+                        plan.n_requests,
+                        timeout_s,
+                        claim,
+                    )
+                )
         return runs
 
 
@@ -219,7 +255,11 @@ def run_in_fresh_loop(coro: Coroutine[Any, Any, T]) -> T:
         import uvloop
     except ImportError:
         return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) if hasattr(asyncio, "Runner") else _Uvloop310() as runner:
+    with (
+        asyncio.Runner(loop_factory=uvloop.new_event_loop)
+        if hasattr(asyncio, "Runner")
+        else _Uvloop310() as runner
+    ):
         return runner.run(coro)
 
 
@@ -240,7 +280,9 @@ class _Uvloop310:
         self.loop.close()
 
 
-def measure_level(base_url: str, workload: Workload, plan: LevelPlan, **kwargs: Any) -> list[RunRecords]:
+def measure_level(
+    base_url: str, workload: Workload, plan: LevelPlan, **kwargs: Any
+) -> list[RunRecords]:
     """Synchronous entry point for tests and fixtures: a fresh event loop per level."""
     return run_in_fresh_loop(measure_level_async(base_url, workload, plan, **kwargs))
 

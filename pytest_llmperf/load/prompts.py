@@ -28,5 +28,9 @@ class PromptSet:
 
 @functools.cache
 def default_prompts() -> PromptSet:
-    text = resources.files("pytest_llmperf").joinpath("data/prompts.txt").read_text(encoding="utf-8")
-    return PromptSet("builtin-v1", tuple(line.strip() for line in text.splitlines() if line.strip()))
+    text = (
+        resources.files("pytest_llmperf").joinpath("data/prompts.txt").read_text(encoding="utf-8")
+    )
+    return PromptSet(
+        "builtin-v1", tuple(line.strip() for line in text.splitlines() if line.strip())
+    )

@@ -104,8 +104,10 @@ class OpenAIStream:
             rec.error = f"server error: {self.error}"
             return
         if not self.usage or self.usage.get("completion_tokens") is None:
-            rec.error = ("the server reported no usage.completion_tokens; token counts must come from the "
-                         "server (stream_options.include_usage)")
+            rec.error = (
+                "the server reported no usage.completion_tokens; token counts must come from the "
+                "server (stream_options.include_usage)"
+            )
             return
         rec.completion_tokens = int(self.usage["completion_tokens"])
         rec.prompt_tokens = self.usage.get("prompt_tokens")

@@ -36,8 +36,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=None)
             self._session = aiohttp.ClientSession(
-                connector=connector, auto_decompress=False, read_bufsize=READ_BUFSIZE,
-                timeout=aiohttp.ClientTimeout(total=None), skip_auto_headers=("User-Agent",),
+                connector=connector,
+                auto_decompress=False,
+                read_bufsize=READ_BUFSIZE,
+                timeout=aiohttp.ClientTimeout(total=None),
+                skip_auto_headers=("User-Agent",),
             )
         return self._session
 
@@ -46,7 +49,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         client_timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=timeout.get("connect"), sock_read=timeout.get("read")
         )
-        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() not in _SKIP_HEADERS]
+        headers = [
+            (k, v) for k, v in request.headers.multi_items() if k.lower() not in _SKIP_HEADERS
+        ]
         body = await request.aread()
         try:
             for attempt in range(STALE_CONNECTION_RETRIES + 1):
@@ -61,11 +66,15 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     if attempt == STALE_CONNECTION_RETRIES:
                         raise
         except asyncio.TimeoutError as exc:
-            raise httpx.ReadTimeout(f"no response headers within {timeout.get('read')} s", request=request) from exc
+            raise httpx.ReadTimeout(
+                f"no response headers within {timeout.get('read')} s", request=request
+            ) from exc
         except aiohttp.ClientConnectorError as exc:
             raise httpx.ConnectError(str(exc), request=request) from exc
         except aiohttp.ClientError as exc:
-            raise httpx.RemoteProtocolError(f"{type(exc).__name__}: {exc}", request=request) from exc
+            raise httpx.RemoteProtocolError(
+                f"{type(exc).__name__}: {exc}", request=request
+            ) from exc
         _shrink_socket_reads(response)
         return httpx.Response(
             status_code=response.status,
@@ -74,10 +83,15 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             extensions={"http_version": b"HTTP/1.1"},
         )
 
-    async def _send(self, request: httpx.Request, headers: list, body: bytes,
-                    timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+    async def _send(
+        self, request: httpx.Request, headers: list, body: bytes, timeout: aiohttp.ClientTimeout
+    ) -> aiohttp.ClientResponse:
         return await self._get_session().request(
-            request.method, str(request.url), headers=headers, data=body or None, timeout=timeout,
+            request.method,
+            str(request.url),
+            headers=headers,
+            data=body or None,
+            timeout=timeout,
             allow_redirects=False,
         )
 
@@ -104,10 +118,13 @@ class _AiohttpStream(httpx.AsyncByteStream):
             async for data in self._response.content.iter_any():
                 yield data
         except asyncio.TimeoutError as exc:
-            raise httpx.ReadTimeout("the stream stalled: no data within the read timeout",
-                                    request=self._request) from exc
+            raise httpx.ReadTimeout(
+                "the stream stalled: no data within the read timeout", request=self._request
+            ) from exc
         except aiohttp.ClientError as exc:
-            raise httpx.RemoteProtocolError(f"{type(exc).__name__}: {exc}", request=self._request) from exc
+            raise httpx.RemoteProtocolError(
+                f"{type(exc).__name__}: {exc}", request=self._request
+            ) from exc
 
     async def aclose(self) -> None:
         self._response.release()
@@ -123,12 +140,17 @@ def make_transport(kind: str, concurrency: int) -> httpx.AsyncBaseTransport:
     raise ValueError(f"unknown transport {kind!r}; choose 'aiohttp' or 'httpx'")
 
 
-def make_client(base_url: str, transport: httpx.AsyncBaseTransport,
-                headers: dict[str, str] | None = None) -> httpx.AsyncClient:
+def make_client(
+    base_url: str, transport: httpx.AsyncBaseTransport, headers: dict[str, str] | None = None
+) -> httpx.AsyncClient:
     """An AsyncClient over ``transport`` with a connect timeout and no per-read timeouts.
 
     A timeout per read arms and cancels a timer for every chunk; the load generator instead
     watches all streams with one watchdog (``loadgen.closed_loop``).
     """
-    return httpx.AsyncClient(base_url=base_url, transport=transport, timeout=httpx.Timeout(None, connect=30.0),
-                             headers=headers)
+    return httpx.AsyncClient(
+        base_url=base_url,
+        transport=transport,
+        timeout=httpx.Timeout(None, connect=30.0),
+        headers=headers,
+    )

@@ -23,7 +23,12 @@ from typing import Any
 import httpx
 
 from pytest_llmperf.core.records import RunRecords
-from pytest_llmperf.load.loadgen import LevelPlan, measure_level, measure_level_async, run_in_fresh_loop
+from pytest_llmperf.load.loadgen import (
+    LevelPlan,
+    measure_level,
+    measure_level_async,
+    run_in_fresh_loop,
+)
 from pytest_llmperf.load.workload import Workload
 
 RESULT_TIMEOUT_S = 5.0
@@ -36,9 +41,15 @@ def split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-def measure(base_url: str, workload: Workload, plan: LevelPlan, *, workers: int = 1,
-            between_runs: Callable[[httpx.AsyncClient], Awaitable[Any]] | None = None,
-            **kwargs: Any) -> list[RunRecords]:
+def measure(
+    base_url: str,
+    workload: Workload,
+    plan: LevelPlan,
+    *,
+    workers: int = 1,
+    between_runs: Callable[[httpx.AsyncClient], Awaitable[Any]] | None = None,
+    **kwargs: Any,
+) -> list[RunRecords]:
     """``plan.runs`` runs at ``plan.concurrency`` from ``workers`` processes; ``between_runs``
     (e.g. SGLang's cache flush) runs once before each run, while no request is in flight."""
     workers = min(workers, plan.concurrency)
@@ -50,9 +61,20 @@ def measure(base_url: str, workload: Workload, plan: LevelPlan, *, workers: int 
     results = ctx.Queue()
     procs = [
         ctx.Process(
-            target=_worker_main, daemon=True, name=f"llmperf-client-{i}",
-            args=(i, base_url, workload, replace(plan, concurrency=c), barrier, counter, results,
-                  between_runs if i == 0 else None, kwargs),
+            target=_worker_main,
+            daemon=True,
+            name=f"llmperf-client-{i}",
+            args=(
+                i,
+                base_url,
+                workload,
+                replace(plan, concurrency=c),
+                barrier,
+                counter,
+                results,
+                between_runs if i == 0 else None,
+                kwargs,
+            ),
         )
         for i, c in enumerate(split(plan.concurrency, workers))
     ]
@@ -67,7 +89,8 @@ def measure(base_url: str, workload: Workload, plan: LevelPlan, *, workers: int 
                 dead = [p for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
                 if dead:
                     raise RuntimeError(
-                        f"load-generator worker {dead[0].name} exited with code {dead[0].exitcode}") from None
+                        f"load-generator worker {dead[0].name} exited with code {dead[0].exitcode}"
+                    ) from None
                 continue
             if isinstance(payload, str):
                 raise RuntimeError(f"load-generator worker {index} failed:\n{payload}")
@@ -78,7 +101,9 @@ def measure(base_url: str, workload: Workload, plan: LevelPlan, *, workers: int 
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
-    return [merge([collected[i][k] for i in range(workers)], plan.concurrency) for k in range(plan.runs)]
+    return [
+        merge([collected[i][k] for i in range(workers)], plan.concurrency) for k in range(plan.runs)
+    ]
 
 
 def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
@@ -91,14 +116,25 @@ def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
     return RunRecords(concurrency, records, lags, busiest * wall, wall)
 
 
-def _worker_main(index: int, base_url: str, workload: Workload, plan: LevelPlan, barrier: Barrier, counter: Any,
-                 results: Queue[tuple[int, list[RunRecords] | str]], between_runs: BetweenRuns | None,
-                 kwargs: dict[str, Any]) -> None:
+def _worker_main(
+    index: int,
+    base_url: str,
+    workload: Workload,
+    plan: LevelPlan,
+    barrier: Barrier,
+    counter: Any,
+    results: Queue[tuple[int, list[RunRecords] | str]],
+    between_runs: BetweenRuns | None,
+    kwargs: dict[str, Any],
+) -> None:
     try:
         before_run = functools.partial(_synchronized, barrier, counter, index == 0, between_runs)
         claim = functools.partial(_claim, counter, plan.n_requests)
         runs = run_in_fresh_loop(
-            measure_level_async(base_url, workload, plan, before_run=before_run, claim=claim, **kwargs))
+            measure_level_async(
+                base_url, workload, plan, before_run=before_run, claim=claim, **kwargs
+            )
+        )
         results.put((index, runs))
     except BaseException:
         results.put((index, traceback.format_exc()))
@@ -113,8 +149,13 @@ def _claim(counter: Any, total: int) -> int | None:
         return index
 
 
-async def _synchronized(barrier: Barrier, counter: Any, leader: bool, between_runs: BetweenRuns | None,
-                       client: httpx.AsyncClient) -> None:
+async def _synchronized(
+    barrier: Barrier,
+    counter: Any,
+    leader: bool,
+    between_runs: BetweenRuns | None,
+    client: httpx.AsyncClient,
+) -> None:
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, barrier.wait)  # every worker idle: safe to flush and reset
     if leader:

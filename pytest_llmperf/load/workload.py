@@ -31,17 +31,37 @@ class Workload:
         out = []
         for prompt in self.prompts.prompts:
             if self.api == "sglang":
-                body: dict[str, Any] = {"text": prompt, "stream": True, "sampling_params": {
-                    "max_new_tokens": length, "temperature": 0.0, "ignore_eos": True}}
+                body: dict[str, Any] = {
+                    "text": prompt,
+                    "stream": True,
+                    "sampling_params": {
+                        "max_new_tokens": length,
+                        "temperature": 0.0,
+                        "ignore_eos": True,
+                    },
+                }
             else:
-                body = {"model": self.model, "prompt": prompt, "max_tokens": length, "temperature": 0.0,
-                        "ignore_eos": True, "stream": True,
-                        "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+                body = {
+                    "model": self.model,
+                    "prompt": prompt,
+                    "max_tokens": length,
+                    "temperature": 0.0,
+                    "ignore_eos": True,
+                    "stream": True,
+                    "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+                }
             body.update(self.extra_body)
             out.append(json.dumps(body, separators=(",", ":")).encode())
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {"api": self.api, "path": self.path, "output_len": self.output_len, "prompt_set": self.prompts.name,
-                "prompt_set_sha256": self.prompts.sha256, "temperature": 0.0, "ignore_eos": True,
-                **({"extra_body": dict(self.extra_body)} if self.extra_body else {})}
+        return {
+            "api": self.api,
+            "path": self.path,
+            "output_len": self.output_len,
+            "prompt_set": self.prompts.name,
+            "prompt_set_sha256": self.prompts.sha256,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            **({"extra_body": dict(self.extra_body)} if self.extra_body else {}),
+        }

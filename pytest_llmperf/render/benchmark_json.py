@@ -52,32 +52,41 @@ def render(results: Results) -> dict[str, Any]:
         data = stats.as_dict()
         data.update(data=list(stats.data), iterations=1)
         facts = results.profiles.get(profile)
-        benchmarks.append({
-            "group": profile,
-            "name": f"{point.node.function}[{ident}]",
-            "fullname": f"{point.node.without_params}[{ident}]",
-            "params": {"profile": profile, "concurrency": point.concurrency},
-            "param": ident,
-            "extra_info": {
-                "metric": point.metric,
-                "output_tok_s": [r.output_tok_s for r in point.runs],
-                "output_tok_s_mean": statistics.fmean(r.output_tok_s for r in point.runs),
-                "verdict": None if point.verdict is Outcome.MEASURED else point.verdict.value,
-                "golden_mean": point.golden_mean, "ratio": point.ratio,
-                "p_value": point.p_value, "concurrency": point.concurrency,
-                "requests_per_run": point.workload.get("requests_per_run"), "output_len": point.output_len,
-                "accept_length": finite_or_none(point.run_average(lambda r: r.accept_length)),
-                "ttft_p50_s": finite_or_none(point.run_average(lambda r: r.ttft_s["p50"])),
-                "itl_p50_s": finite_or_none(point.run_average(lambda r: r.itl_s["p50"])),
-            },
-            "options": {
-                "timer": "seconds per output token", "runs": len(point.runs),
-                "min_requests": facts.min_requests if facts else None,
-                "warmup": facts.warmup if facts else None, "disable_gc": False,
-                "min_rounds": len(point.runs), "max_time": None, "min_time": None,
-            },
-            "stats": data,
-        })
+        benchmarks.append(
+            {
+                "group": profile,
+                "name": f"{point.node.function}[{ident}]",
+                "fullname": f"{point.node.without_params}[{ident}]",
+                "params": {"profile": profile, "concurrency": point.concurrency},
+                "param": ident,
+                "extra_info": {
+                    "metric": point.metric,
+                    "output_tok_s": [r.output_tok_s for r in point.runs],
+                    "output_tok_s_mean": statistics.fmean(r.output_tok_s for r in point.runs),
+                    "verdict": None if point.verdict is Outcome.MEASURED else point.verdict.value,
+                    "golden_mean": point.golden_mean,
+                    "ratio": point.ratio,
+                    "p_value": point.p_value,
+                    "concurrency": point.concurrency,
+                    "requests_per_run": point.workload.get("requests_per_run"),
+                    "output_len": point.output_len,
+                    "accept_length": finite_or_none(point.run_average(lambda r: r.accept_length)),
+                    "ttft_p50_s": finite_or_none(point.run_average(lambda r: r.ttft_s["p50"])),
+                    "itl_p50_s": finite_or_none(point.run_average(lambda r: r.itl_s["p50"])),
+                },
+                "options": {
+                    "timer": "seconds per output token",
+                    "runs": len(point.runs),
+                    "min_requests": facts.min_requests if facts else None,
+                    "warmup": facts.warmup if facts else None,
+                    "disable_gc": False,
+                    "min_rounds": len(point.runs),
+                    "max_time": None,
+                    "min_time": None,
+                },
+                "stats": data,
+            }
+        )
     machine = pytest_benchmark_generate_machine_info()
     machine["llmperf"] = {name: results.hardware_key(name) for name in results.fingerprints}
     return {

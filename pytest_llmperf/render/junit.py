@@ -9,7 +9,8 @@ def properties(point: Point) -> list[tuple[str, object]]:
     measured = point.summary.mean if point.values else None
     golden = point.golden_mean
     props: list[tuple[str, object]] = [
-        ("llmperf_point", point.label), ("llmperf_metric", point.metric),
+        ("llmperf_point", point.label),
+        ("llmperf_metric", point.metric),
         ("llmperf_measured", f"{measured:.6g}" if measured is not None else ""),
         ("llmperf_golden", f"{golden:.6g}" if golden is not None else ""),
         ("llmperf_ratio", f"{point.ratio:.6g}" if point.ratio is not None else ""),

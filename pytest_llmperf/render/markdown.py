@@ -18,7 +18,12 @@ from pytest_llmperf.render.terminal import counts_line, speedup_rows
 
 def render(results: Results) -> str:
     points = results.all_points
-    lines = ["# LLM serving performance (pytest-llmperf)", "", "**Verdicts:** " + counts_line(results.counts()), ""]
+    lines = [
+        "# LLM serving performance (pytest-llmperf)",
+        "",
+        "**Verdicts:** " + counts_line(results.counts()),
+        "",
+    ]
     matter = sorted((p for p in points if p.verdict.noteworthy), key=lambda p: p.verdict.rank)
     if matter:
         lines += ["| verdict | point | detail |", "|---|---|---|"]
@@ -27,12 +32,17 @@ def render(results: Results) -> str:
             lines.append(f"| **{p.verdict.value}** | {p.label} | {_cell(detail)} |")
         lines.append("")
     for test in results.tests():
-        rows = sorted((p for p in results.points if p.node.without_params == test),
-                      key=lambda p: (p.profile, p.concurrency))
-        lines += [f"## {NodeId(test).short_name}", "",
-                  "| profile | C | measured (mean ± sd, n) | golden | Δ % | TTFT p50 / p99 ms | ITL p50 ms | accept | "
-                  "verdict |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+        rows = sorted(
+            (p for p in results.points if p.node.without_params == test),
+            key=lambda p: (p.profile, p.concurrency),
+        )
+        lines += [
+            f"## {NodeId(test).short_name}",
+            "",
+            "| profile | C | measured (mean ± sd, n) | golden | Δ % | TTFT p50 / p99 ms | ITL p50 ms | accept | "
+            "verdict |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
         for p in rows:
             s = p.summary
             golden = p.golden_mean
@@ -44,12 +54,16 @@ def render(results: Results) -> str:
                 f"{'-' if p.ratio is None else signed_percent(p.ratio - 1)} | "
                 f"{ms(p.run_average(lambda r: r.ttft_s['p50']))} / {ms(p.run_average(lambda r: r.ttft_s['p99']))} | "
                 f"{ms(p.run_average(lambda r: r.itl_s['p50']))} | "
-                f"{'-' if not math.isfinite(accept) else f'{accept:.2f}'} | {p.verdict.value} |")
+                f"{'-' if not math.isfinite(accept) else f'{accept:.2f}'} | {p.verdict.value} |"
+            )
         lines.append("")
     for a in results.analyses:
-        lines += [f"## Speculative decoding: {a.profile} vs {a.base_profile} (same run)", "",
-                  "| C | speedup | 95 % interval | | accept length | break-even accept | base drift | gate |",
-                  "|---:|---:|---:|---|---:|---:|---:|---|"]
+        lines += [
+            f"## Speculative decoding: {a.profile} vs {a.base_profile} (same run)",
+            "",
+            "| C | speedup | 95 % interval | | accept length | break-even accept | base drift | gate |",
+            "|---:|---:|---:|---|---:|---:|---:|---|",
+        ]
         lines += ["| " + " | ".join(row) + " |" for row in speedup_rows(results, a)]
         lines += ["", f"**Advice:** {a.advice()}", ""]
     if results.golden_notes:

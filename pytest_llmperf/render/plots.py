@@ -63,23 +63,42 @@ def throughput(points: Sequence[MeasuredPoint], margins: dict[str, float], path:
     for k, (profile, pts) in enumerate(_by_profile(points).items()):
         color = PALETTE[k % len(PALETTE)]
         xs = [p.concurrency for p in pts]
-        ax.plot(xs, [p.summary.mean for p in pts], "-", color=color, lw=1.8, label=f"{profile} (mean)")
+        ax.plot(
+            xs, [p.summary.mean for p in pts], "-", color=color, lw=1.8, label=f"{profile} (mean)"
+        )
         for p in pts:
             # Runs spread a little sideways so that equal values stay visible.
             n = len(p.values)
             offsets = [1 + 0.04 * (i - (n - 1) / 2) / max(n - 1, 1) for i in range(n)]
-            ax.plot([p.concurrency * o for o in offsets], p.values, "o", ms=3.5, color=color, alpha=0.55)
+            ax.plot(
+                [p.concurrency * o for o in offsets], p.values, "o", ms=3.5, color=color, alpha=0.55
+            )
         golden = [(p.concurrency, p.golden_mean) for p in pts if p.golden_mean]
         if golden:
             gx, gm = zip(*golden)
             fail = margins.get(profile, 0.15)
-            ax.fill_between(gx, [m * (1 - fail) for m in gm], [m * (1 + IMPROVE_MARGIN) for m in gm], color=color,
-                            alpha=0.12, lw=0, label=f"{profile} golden band (−{fail * 100:g} % / +{IMPROVE_MARGIN * 100:g} %)")
+            ax.fill_between(
+                gx,
+                [m * (1 - fail) for m in gm],
+                [m * (1 + IMPROVE_MARGIN) for m in gm],
+                color=color,
+                alpha=0.12,
+                lw=0,
+                label=f"{profile} golden band (−{fail * 100:g} % / +{IMPROVE_MARGIN * 100:g} %)",
+            )
             ax.plot(gx, gm, "--", color=color, lw=1, alpha=0.8)
         for p in pts:
             if p.verdict.color == "red":
-                ax.annotate(p.verdict.value, (p.concurrency, p.summary.mean), textcoords="offset points", xytext=(0, 8),
-                            ha="center", fontsize=8, color="#B00020", fontweight="bold")
+                ax.annotate(
+                    p.verdict.value,
+                    (p.concurrency, p.summary.mean),
+                    textcoords="offset points",
+                    xytext=(0, 8),
+                    ha="center",
+                    fontsize=8,
+                    color="#B00020",
+                    fontweight="bold",
+                )
     _levels_axis(ax, levels)
     ax.set_ylabel("output tok/s (Σ completion tokens ÷ run duration)")
     ax.set_ylim(bottom=0)
@@ -98,13 +117,27 @@ def speedup(analyses: Sequence[Analysis], path: Path) -> Path:
         levels.update(xs)
         ys = [p.ratio for p in a.points]
         err = [[p.ratio - p.low for p in a.points], [p.high - p.ratio for p in a.points]]
-        ax.errorbar(xs, ys, yerr=err, fmt="o-", color=color, capsize=4, lw=1.6,
-                    label=f"{a.profile} ÷ {a.base_profile} (95 % interval)")
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=err,
+            fmt="o-",
+            color=color,
+            capsize=4,
+            lw=1.6,
+            label=f"{a.profile} ÷ {a.base_profile} (95 % interval)",
+        )
         cross = a.crossover
         if cross is not None:
             ax.axvline(cross.concurrency, color=color, ls=":", lw=1.2)
-            ax.annotate(f"crossover C = {cross.concurrency}", (cross.concurrency, cross.ratio),
-                        textcoords="offset points", xytext=(6, 12), fontsize=9, color=color)
+            ax.annotate(
+                f"crossover C = {cross.concurrency}",
+                (cross.concurrency, cross.ratio),
+                textcoords="offset points",
+                xytext=(6, 12),
+                fontsize=9,
+                color=color,
+            )
             ax.axvspan(cross.concurrency, max(xs) * 1.3, color="#B00020", alpha=0.06, lw=0)
     ax.axhline(1.0, color="black", lw=1, alpha=0.7)
     ax.text(max(levels), 1.0, "parity ", va="bottom", ha="right", fontsize=8)
@@ -136,6 +169,7 @@ def latency(points: Sequence[MeasuredPoint], path: Path) -> Path:
 
 def _percentile(metric: str, q: str) -> Callable[[RunMetrics], float]:
     """A run's ``metric`` percentile ``q`` (e.g. ttft_s p99)."""
+
     def figure(run: RunMetrics) -> float:
         return float(getattr(run, metric)[q])
 

@@ -12,9 +12,29 @@ from pytest_llmperf.core.points import MeasuredPoint, Point
 from pytest_llmperf.core.results import Results
 from pytest_llmperf.core.speculative import Analysis
 
-COLUMNS = ("profile", "test", "C", "measured mean ± sd (n)", "golden", "Δ %", "req tok/s", "TTFT p50/p99 ms",
-           "ITL p50 ms", "accept", "verdict")
-SPEEDUP_COLUMNS = ("C", "speedup", "95 % CI", "", "accept", "break-even accept", "base drift", "gate")
+COLUMNS = (
+    "profile",
+    "test",
+    "C",
+    "measured mean ± sd (n)",
+    "golden",
+    "Δ %",
+    "req tok/s",
+    "TTFT p50/p99 ms",
+    "ITL p50 ms",
+    "accept",
+    "verdict",
+)
+SPEEDUP_COLUMNS = (
+    "C",
+    "speedup",
+    "95 % CI",
+    "",
+    "accept",
+    "break-even accept",
+    "base drift",
+    "gate",
+)
 Line = tuple[str, str | None]  # text, colour
 
 
@@ -50,27 +70,36 @@ def speedup_rows(results: Results, analysis: Analysis) -> list[tuple[str, ...]]:
     for sp in analysis.points:
         drift = analysis.drift.get(sp.concurrency)
         gate = gates.get(sp.concurrency)
-        rows.append((
-            str(sp.concurrency), f"{sp.ratio:.3f}\u00d7", f"[{sp.low:.3f}, {sp.high:.3f}]", sp.status,
-            "-" if sp.accept_length is None else f"{sp.accept_length:.2f}",
-            "-" if sp.break_even_accept is None else f"{sp.break_even_accept:.2f}",
-            "-" if drift is None else f"{signed_percent(drift - 1)} %",
-            gate.verdict.value if gate else "-",
-        ))
+        rows.append(
+            (
+                str(sp.concurrency),
+                f"{sp.ratio:.3f}\u00d7",
+                f"[{sp.low:.3f}, {sp.high:.3f}]",
+                sp.status,
+                "-" if sp.accept_length is None else f"{sp.accept_length:.2f}",
+                "-" if sp.break_even_accept is None else f"{sp.break_even_accept:.2f}",
+                "-" if drift is None else f"{signed_percent(drift - 1)} %",
+                gate.verdict.value if gate else "-",
+            )
+        )
     return rows
 
 
 def counts_line(counts: dict[Outcome, int]) -> str:
     """``24 PASS, 2 WARN``: the most urgent outcome first."""
-    return ", ".join(f"{n} {outcome.value}" for outcome, n in sorted(counts.items(), key=lambda kv: kv[0].rank))
+    return ", ".join(
+        f"{n} {outcome.value}" for outcome, n in sorted(counts.items(), key=lambda kv: kv[0].rank)
+    )
 
 
 def speculative_lines(results: Results) -> list[str]:
     """Per speculative profile and base measured in this run: speedup per level, crossover, advice."""
     lines: list[str] = []
     for analysis in results.analyses:
-        lines.append(f"{analysis.profile} vs {analysis.base_profile} "
-                     f"({NodeId(analysis.test).short_name}), same run:")
+        lines.append(
+            f"{analysis.profile} vs {analysis.base_profile} "
+            f"({NodeId(analysis.test).short_name}), same run:"
+        )
         table = _aligned([SPEEDUP_COLUMNS, *speedup_rows(results, analysis)], right={0, 1, 4, 5, 6})
         lines += ["  " + line for line in table]
         lines.append(f"  {analysis.advice()}")
@@ -87,12 +116,21 @@ def verdict_lines(results: Results) -> list[Line]:
     if Outcome.MISSING in counts:
         lines.append(("Re-run with --perf-update to record missing baselines.", None))
     if Outcome.IMPROVED in counts:
-        lines.append((f"{counts[Outcome.IMPROVED]} point(s) improved beyond the margin: refresh their goldens with "
-                      "--perf-update and review the diff.", "green"))
+        lines.append(
+            (
+                f"{counts[Outcome.IMPROVED]} point(s) improved beyond the margin: refresh their goldens with "
+                "--perf-update and review the diff.",
+                "green",
+            )
+        )
     lines += [(f"golden: {note}", None) for note in results.golden_notes]
     if results.unused_goldens:
-        lines.append((f"{len(results.unused_goldens)} golden point(s) were not used by any test in this run:",
-                      "yellow"))
+        lines.append(
+            (
+                f"{len(results.unused_goldens)} golden point(s) were not used by any test in this run:",
+                "yellow",
+            )
+        )
         lines += [(f"  {item}", None) for item in results.unused_goldens]
     return lines
 
@@ -100,8 +138,10 @@ def verdict_lines(results: Results) -> list[Line]:
 def _point_lines(p: Point) -> list[Line]:
     verdict = p.verdict
     if verdict is Outcome.INVALID:
-        return [(f"INVALID {p.label} ({p.node.short_name}): {problem}", verdict.color)
-                for problem in p.problems or [p.message or ""]]
+        return [
+            (f"INVALID {p.label} ({p.node.short_name}): {problem}", verdict.color)
+            for problem in p.problems or [p.message or ""]
+        ]
     if verdict.noteworthy and p.message:
         return [(f"{verdict.value} {p.message}", verdict.color)]
     return []
@@ -112,8 +152,12 @@ def _aligned(rows: Sequence[Sequence[str]], right: set[int], rule: bool = False)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for k, cells in enumerate(rows):
-        lines.append("  ".join(c.rjust(w) if i in right else c.ljust(w)
-                               for i, (c, w) in enumerate(zip(cells, widths))).rstrip())
+        lines.append(
+            "  ".join(
+                c.rjust(w) if i in right else c.ljust(w)
+                for i, (c, w) in enumerate(zip(cells, widths))
+            ).rstrip()
+        )
         if rule and k == 0:
             lines.append("  ".join("-" * w for w in widths))
     return lines

@@ -44,12 +44,16 @@ def report_dir(results: Results, directory: Path) -> list[str]:
         for test in tests:
             pts = [p for p in measured if p.node.without_params == test]
             suffix = "" if len(tests) == 1 else f"-{pts[0].node.short_name}"
-            images.append(plots.throughput(pts, margins, directory / f"throughput{suffix}.png").name)
+            images.append(
+                plots.throughput(pts, margins, directory / f"throughput{suffix}.png").name
+            )
             images.append(plots.latency(pts, directory / f"latency{suffix}.png").name)
         if results.analyses:
             images.append(plots.speedup(results.analyses, directory / "speedup.png").name)
     else:
-        notes.append("plots skipped: matplotlib is not installed (pip install 'pytest-llmperf[report]')")
+        notes.append(
+            "plots skipped: matplotlib is not installed (pip install 'pytest-llmperf[report]')"
+        )
     text = markdown.render(results)
     (directory / "summary.md").write_text(text + markdown.images_section(images), encoding="utf-8")
     notes.append(f"{directory / 'summary.md'}" + (f" and {len(images)} plot(s)" if images else ""))

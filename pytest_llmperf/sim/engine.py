@@ -97,7 +97,11 @@ class Engine:
         self._submitted += 0 if req.internal else 1
         self.requests_total += 1
         self.prompt_tokens_total += req.prompt_tokens
-        if not req.internal and self.faults.fail_every and self._submitted % self.faults.fail_every == 0:
+        if (
+            not req.internal
+            and self.faults.fail_every
+            and self._submitted % self.faults.fail_every == 0
+        ):
             req.error = f"simulated failure of request {self._submitted} (--sim-fail-every {self.faults.fail_every})"
             req.wake.set()
             return
@@ -136,7 +140,9 @@ class Engine:
             if self.spec is None:
                 step_s += self.cost.decode_step_s(batch)
             else:
-                step_s += self.cost.spec_step_s(batch, self.spec.num_steps, self.spec.num_draft_tokens)
+                step_s += self.cost.spec_step_s(
+                    batch, self.spec.num_steps, self.spec.num_draft_tokens
+                )
             now = loop.time()
             if deadline is None or deadline < now - max(step_s, MAX_LATENESS_S):
                 deadline = now  # idle, or so far behind that catching up would be a long burst
@@ -150,7 +156,11 @@ class Engine:
         produced = 0
         still_running = []
         for req in self.running:
-            gain = 1 if self.spec is None else self.spec.sample_tokens(req.accept_rng or self._rng, self._p_accept)
+            gain = (
+                1
+                if self.spec is None
+                else self.spec.sample_tokens(req.accept_rng or self._rng, self._p_accept)
+            )
             gain = min(gain, req.target_tokens - req.generated)
             if self.faults.stall_after_tokens and not req.internal:
                 gain = min(gain, self.faults.stall_after_tokens - req.generated)
@@ -193,8 +203,11 @@ class Engine:
         log.info(
             "Decode batch, #running-req: %d, #token: %d, token usage: 0.00, %scuda graph: True, "
             "gen throughput (token/s): %.2f, #queue-req: %d,",
-            len(self.running), sum(r.prompt_tokens + r.generated for r in self.running), spec,
-            self.last_gen_throughput, len(self.waiting),
+            len(self.running),
+            sum(r.prompt_tokens + r.generated for r in self.running),
+            spec,
+            self.last_gen_throughput,
+            len(self.waiting),
         )
 
     @property

@@ -57,7 +57,9 @@ def _calibrate_forward() -> tuple[float, float]:
 FORWARD_BASE_MS, FORWARD_PER_TOKEN_MS = _calibrate_forward()
 
 
-def _calibrate_draft(accept_length: float, num_steps: int, num_draft_tokens: int) -> tuple[float, float]:
+def _calibrate_draft(
+    accept_length: float, num_steps: int, num_draft_tokens: int
+) -> tuple[float, float]:
     def draft_total(b: int, tok_s: float) -> float:
         step = 1000.0 * b * accept_length / tok_s
         return (step - FORWARD_BASE_MS - FORWARD_PER_TOKEN_MS * b * num_draft_tokens) / num_steps
@@ -69,7 +71,9 @@ def _calibrate_draft(accept_length: float, num_steps: int, num_draft_tokens: int
     return d1 - per_req, per_req
 
 
-DRAFT_BASE_MS, DRAFT_PER_REQ_MS = _calibrate_draft(DEFAULT_ACCEPT_LENGTH, DEFAULT_NUM_STEPS, DEFAULT_NUM_STEPS + 1)
+DRAFT_BASE_MS, DRAFT_PER_REQ_MS = _calibrate_draft(
+    DEFAULT_ACCEPT_LENGTH, DEFAULT_NUM_STEPS, DEFAULT_NUM_STEPS + 1
+)
 
 
 @dataclass(frozen=True)
@@ -137,4 +141,6 @@ def expected_tok_s(model: CostModel, batch: int, spec: Speculation | None = None
     """Steady-state output tok/s of a full batch under the model (no prefill)."""
     if spec is None:
         return batch / model.decode_step_s(batch)
-    return batch * spec.accept_length / model.spec_step_s(batch, spec.num_steps, spec.num_draft_tokens)
+    return (
+        batch * spec.accept_length / model.spec_step_s(batch, spec.num_steps, spec.num_draft_tokens)
+    )

@@ -43,20 +43,54 @@ def _events(path: str, n: int, usage_each: bool, chat: bool, per_chunk: int) -> 
         done = k
         text += word
         if path == "/generate":
-            meta: dict[str, Any] = {"id": "bench", "finish_reason": None, "prompt_tokens": 8, "completion_tokens": k, "cached_tokens": 0}
+            meta: dict[str, Any] = {
+                "id": "bench",
+                "finish_reason": None,
+                "prompt_tokens": 8,
+                "completion_tokens": k,
+                "cached_tokens": 0,
+            }
             if k == n:
                 meta["finish_reason"] = {"type": "length", "length": n}
             obj: dict[str, Any] = {"text": text, "meta_info": meta}
         else:
-            usage = {"prompt_tokens": 8, "completion_tokens": k, "total_tokens": 8 + k} if usage_each else None
-            choice = ({"index": 0, "delta": {"content": word}, "finish_reason": "length" if k == n else None} if chat
-                      else {"index": 0, "text": word, "logprobs": None, "finish_reason": "length" if k == n else None})
-            obj = {"id": "cmpl-bench", "object": "text_completion", "created": 0, "model": "bench",
-                   "choices": [choice], "usage": usage}
+            usage = (
+                {"prompt_tokens": 8, "completion_tokens": k, "total_tokens": 8 + k}
+                if usage_each
+                else None
+            )
+            choice = (
+                {
+                    "index": 0,
+                    "delta": {"content": word},
+                    "finish_reason": "length" if k == n else None,
+                }
+                if chat
+                else {
+                    "index": 0,
+                    "text": word,
+                    "logprobs": None,
+                    "finish_reason": "length" if k == n else None,
+                }
+            )
+            obj = {
+                "id": "cmpl-bench",
+                "object": "text_completion",
+                "created": 0,
+                "model": "bench",
+                "choices": [choice],
+                "usage": usage,
+            }
         out.append(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
     if path != "/generate":
-        final = {"id": "cmpl-bench", "object": "text_completion", "created": 0, "model": "bench", "choices": [],
-                 "usage": {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}}
+        final = {
+            "id": "cmpl-bench",
+            "object": "text_completion",
+            "created": 0,
+            "model": "bench",
+            "choices": [],
+            "usage": {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n},
+        }
         out.append(b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n")
     out.append(b"data: [DONE]\n\n")
     framed = [b"%x\r\n%s\r\n" % (len(e), e) for e in out]
@@ -71,8 +105,10 @@ def _one_chunk(events: list[bytes]) -> bytes:
     return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
 
 
-_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-         b"Transfer-Encoding: chunked\r\n\r\n")
+_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
 
 
 class SSEProtocol(asyncio.Protocol):
@@ -101,8 +137,8 @@ class SSEProtocol(asyncio.Protocol):
                     length = int(value)
             if len(self.buf) < end + 4 + length:
                 return
-            body = self.buf[end + 4:end + 4 + length]
-            self.buf = self.buf[end + 4 + length:]
+            body = self.buf[end + 4 : end + 4 + length]
+            self.buf = self.buf[end + 4 + length :]
             self.handle(head.split(" ", 2), body)
 
     def handle(self, request_line: list[str], body: bytes) -> None:
@@ -112,13 +148,19 @@ class SSEProtocol(asyncio.Protocol):
             payload = json.dumps(STATS if path == "/stats" else {}).encode()
             if path == "/stats":
                 STATS.clear()
-            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                                 % (len(payload), payload))
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(payload), payload)
+            )
             return
         if method == "GET" and path == "/v1/models":
-            payload = b'{"object":"list","data":[{"id":"bench","object":"model","owned_by":"bench"}]}'
-            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                                 % (len(payload), payload))
+            payload = (
+                b'{"object":"list","data":[{"id":"bench","object":"model","owned_by":"bench"}]}'
+            )
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(payload), payload)
+            )
             return
         req = json.loads(body or b"{}")
         chat = path.endswith("/chat/completions")
@@ -129,7 +171,9 @@ class SSEProtocol(asyncio.Protocol):
         usage_each = bool((req.get("stream_options") or {}).get("continuous_usage_stats"))
         events = _events(path, n, usage_each, chat, self.per_chunk)
         if self.itl_s <= 0:
-            self.transport.write(_HEAD + (_one_chunk(events) if self.framing == "stream" else b"".join(events)))
+            self.transport.write(
+                _HEAD + (_one_chunk(events) if self.framing == "stream" else b"".join(events))
+            )
             now = perf_counter()
             STATS.append((arrived, now, now))
             return
@@ -138,7 +182,7 @@ class SSEProtocol(asyncio.Protocol):
         start = loop.time()
         # Trailing events (OpenAI's usage chunk, [DONE]) leave with the last token event.
         token_events = events[: (n + self.per_chunk - 1) // self.per_chunk]
-        trailer = b"".join(events[len(token_events):])
+        trailer = b"".join(events[len(token_events) :])
         first: list[float] = []
 
         def send(k: int) -> None:
@@ -158,8 +202,9 @@ class SSEProtocol(asyncio.Protocol):
 
 async def serve(port: int, itl_ms: float, per_chunk: int = 1, framing: str = "event") -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: SSEProtocol(itl_ms / 1000.0, per_chunk, framing), "127.0.0.1", port,
-                                      backlog=4096)
+    server = await loop.create_server(
+        lambda: SSEProtocol(itl_ms / 1000.0, per_chunk, framing), "127.0.0.1", port, backlog=4096
+    )
     print(f"ready on 127.0.0.1:{port}", flush=True)
     async with server:
         await server.serve_forever()
@@ -168,10 +213,18 @@ async def serve(port: int, itl_ms: float, per_chunk: int = 1, framing: str = "ev
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--itl-ms", type=float, default=0.0, help="gap between events; 0 sends each stream at once")
-    parser.add_argument("--tokens-per-chunk", type=int, default=1, help="tokens per event (EAGLE-like when > 1)")
-    parser.add_argument("--framing", choices=("event", "stream"), default="event",
-                        help="HTTP chunk per SSE event (as uvicorn sends), or one per zero-delay stream")
+    parser.add_argument(
+        "--itl-ms", type=float, default=0.0, help="gap between events; 0 sends each stream at once"
+    )
+    parser.add_argument(
+        "--tokens-per-chunk", type=int, default=1, help="tokens per event (EAGLE-like when > 1)"
+    )
+    parser.add_argument(
+        "--framing",
+        choices=("event", "stream"),
+        default="event",
+        help="HTTP chunk per SSE event (as uvicorn sends), or one per zero-delay stream",
+    )
     parser.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
     args = parser.parse_args()
     if args.cpu is not None:

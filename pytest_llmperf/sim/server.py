@@ -44,7 +44,9 @@ _JSON: dict[str, Any] = {"separators": (",", ":")}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m pytest_llmperf.sim", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m pytest_llmperf.sim", description=__doc__.split("\n\n")[0]
+    )
     # SGLang flags the simulation models (names and defaults as in sglang.launch_server).
     p.add_argument("--model-path", "--model", dest="model_path", required=True)
     p.add_argument("--host", default="127.0.0.1")
@@ -53,7 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dp-size", "--data-parallel-size", dest="dp_size", type=int, default=1)
     p.add_argument("--max-running-requests", type=int, default=None)
     p.add_argument("--speculative-algorithm", default=None, choices=SPEC_ALGORITHMS)
-    p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path")
+    p.add_argument(
+        "--speculative-draft-model-path",
+        "--speculative-draft-model",
+        dest="speculative_draft_model_path",
+    )
     p.add_argument("--speculative-num-steps", type=int, default=None)
     p.add_argument("--speculative-eagle-topk", type=int, default=None)
     p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
@@ -67,25 +73,71 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info")
     # The simulation's own knobs.
     g = p.add_argument_group("simulation")
-    g.add_argument("--sim-speed", type=float, default=DEFAULT_SPEED,
-                   help="speed factor: simulated tok/s = seed figures x this. Default: %(default)s")
-    g.add_argument("--sim-accept-length", type=float, default=DEFAULT_ACCEPT_LENGTH,
-                   help="mean tokens per speculative step. Default: %(default)s")
-    g.add_argument("--sim-load-time", type=float, default=0.5, help="seconds spent 'loading'. Default: %(default)s")
-    g.add_argument("--sim-throughput-multiplier", type=float, default=1.0,
-                   help="fault knob: 0.7 makes every step 1/0.7 as long (a 30%% collapse)")
-    g.add_argument("--sim-fail-every", type=int, default=0, help="fault knob: every Nth request fails")
-    g.add_argument("--sim-crash-after-requests", type=int, default=0, help="fault knob: exit after N finished requests")
-    g.add_argument("--sim-crash-while-loading", action="store_true", help="fault knob: exit half-way through loading")
-    g.add_argument("--sim-stall-after-tokens", type=int, default=0, help="fault knob: streams hang after N tokens")
-    g.add_argument("--sim-report-version", default=None,
-                   help="the version /server_info reports (a stand-in for a given SGLang release)")
-    g.add_argument("--sim-children", type=int, default=0,
-                   help="start N child processes, as SGLang starts its scheduler and detokenizer")
-    g.add_argument("--sim-ignore-sigterm", action="store_true",
-                   help="fault knob: the server and its children ignore SIGTERM (only SIGKILL stops them)")
-    g.add_argument("--sim-progress-cr", action="store_true",
-                   help="draw progress bars with carriage returns, as SGLang 0.5.23 does")
+    g.add_argument(
+        "--sim-speed",
+        type=float,
+        default=DEFAULT_SPEED,
+        help="speed factor: simulated tok/s = seed figures x this. Default: %(default)s",
+    )
+    g.add_argument(
+        "--sim-accept-length",
+        type=float,
+        default=DEFAULT_ACCEPT_LENGTH,
+        help="mean tokens per speculative step. Default: %(default)s",
+    )
+    g.add_argument(
+        "--sim-load-time",
+        type=float,
+        default=0.5,
+        help="seconds spent 'loading'. Default: %(default)s",
+    )
+    g.add_argument(
+        "--sim-throughput-multiplier",
+        type=float,
+        default=1.0,
+        help="fault knob: 0.7 makes every step 1/0.7 as long (a 30%% collapse)",
+    )
+    g.add_argument(
+        "--sim-fail-every", type=int, default=0, help="fault knob: every Nth request fails"
+    )
+    g.add_argument(
+        "--sim-crash-after-requests",
+        type=int,
+        default=0,
+        help="fault knob: exit after N finished requests",
+    )
+    g.add_argument(
+        "--sim-crash-while-loading",
+        action="store_true",
+        help="fault knob: exit half-way through loading",
+    )
+    g.add_argument(
+        "--sim-stall-after-tokens",
+        type=int,
+        default=0,
+        help="fault knob: streams hang after N tokens",
+    )
+    g.add_argument(
+        "--sim-report-version",
+        default=None,
+        help="the version /server_info reports (a stand-in for a given SGLang release)",
+    )
+    g.add_argument(
+        "--sim-children",
+        type=int,
+        default=0,
+        help="start N child processes, as SGLang starts its scheduler and detokenizer",
+    )
+    g.add_argument(
+        "--sim-ignore-sigterm",
+        action="store_true",
+        help="fault knob: the server and its children ignore SIGTERM (only SIGKILL stops them)",
+    )
+    g.add_argument(
+        "--sim-progress-cr",
+        action="store_true",
+        help="draw progress bars with carriage returns, as SGLang 0.5.23 does",
+    )
     return p
 
 
@@ -127,7 +179,9 @@ class SimServer:
             CostModel(speed=args.sim_speed, throughput_multiplier=args.sim_throughput_multiplier),
             max_running_requests=max_running,
             speculation=self.speculation,
-            faults=Faults(args.sim_fail_every, args.sim_crash_after_requests, args.sim_stall_after_tokens),
+            faults=Faults(
+                args.sim_fail_every, args.sim_crash_after_requests, args.sim_stall_after_tokens
+            ),
             seed=args.random_seed or 0,
             decode_log_interval=args.decode_log_interval,
         )
@@ -138,7 +192,9 @@ class SimServer:
     # ----- lifecycle -------------------------------------------------------------------
 
     def server_args(self) -> dict[str, Any]:
-        info = {k: v for k, v in vars(self.args).items() if not k.startswith("sim_") and k != "api_key"}
+        info = {
+            k: v for k, v in vars(self.args).items() if not k.startswith("sim_") and k != "api_key"
+        }
         info["max_running_requests"] = self.max_running_requests
         if self.speculation:
             info.update(
@@ -155,13 +211,20 @@ class SimServer:
     async def load(self) -> None:
         """Log SGLang's loading sequence over ``--sim-load-time`` seconds."""
         args = self.args
-        log.info("server_args=ServerArgs(%s)", ", ".join(f"{k}={v!r}" for k, v in self.server_args().items()))
+        log.info(
+            "server_args=ServerArgs(%s)",
+            ", ".join(f"{k}={v!r}" for k, v in self.server_args().items()),
+        )
         if self.unmodeled:
-            log.info("simulated engine: accepted but not modeled: %s",
-                     " ".join(f"--{k.replace('_', '-')}" for k in self.unmodeled))
+            log.info(
+                "simulated engine: accepted but not modeled: %s",
+                " ".join(f"--{k.replace('_', '-')}" for k in self.unmodeled),
+            )
         if self.speculation and args.max_running_requests is None:
-            log.warning("Max running requests is reset to 48 for speculative decoding. "
-                        "You can override this by explicitly setting --max-running-requests.")
+            log.warning(
+                "Max running requests is reset to 48 for speculative decoding. "
+                "You can override this by explicitly setting --max-running-requests."
+            )
         log.info("Init torch distributed begin.")
         log.info("Init torch distributed ends. mem usage=0.12 GB")
         log.info("Load weight begin. avail mem=138.90 GB")
@@ -169,24 +232,42 @@ class SimServer:
         pause = args.sim_load_time * 0.7 / shards
         for k in range(1, shards + 1):
             await asyncio.sleep(pause)
-            self._progress(f"Loading safetensors checkpoint shards: {100 * k // shards:3d}% Completed | {k}/{shards} "
-                           f"[00:{k:02d}<00:{shards - k:02d},  1.00s/it]")
+            self._progress(
+                f"Loading safetensors checkpoint shards: {100 * k // shards:3d}% Completed | {k}/{shards} "
+                f"[00:{k:02d}<00:{shards - k:02d},  1.00s/it]"
+            )
             if args.sim_crash_while_loading and k == shards // 2:
-                log.error("Traceback (most recent call last):\n  File \"model_loader/loader.py\", line 412, "
-                          "in load_weights\nRuntimeError: simulated crash while loading (--sim-crash-while-loading)")
+                log.error(
+                    'Traceback (most recent call last):\n  File "model_loader/loader.py", line 412, '
+                    "in load_weights\nRuntimeError: simulated crash while loading (--sim-crash-while-loading)"
+                )
                 sys.stderr.flush()
                 os._exit(1)
-        log.info("Load weight end. type=SimForCausalLM, dtype=torch.bfloat16, avail mem=123.40 GB, mem usage=15.50 GB.")
+        log.info(
+            "Load weight end. type=SimForCausalLM, dtype=torch.bfloat16, avail mem=123.40 GB, mem usage=15.50 GB."
+        )
         log.info("KV Cache is allocated. #tokens: 812345, K size: 49.60 GB, V size: 49.60 GB")
-        graph_phases = ["cuda graph"] + (["draft cuda graph", "draft extend cuda graph"] if self.speculation else [])
+        graph_phases = ["cuda graph"] + (
+            ["draft cuda graph", "draft extend cuda graph"] if self.speculation else []
+        )
         for phase in graph_phases:
-            log.info("Capture %s begin. This can take up to several minutes. avail mem=19.80 GB", phase)
+            log.info(
+                "Capture %s begin. This can take up to several minutes. avail mem=19.80 GB", phase
+            )
             for i, bs in enumerate((1, 2, 4, 8), start=1):
                 await asyncio.sleep(args.sim_load_time * 0.3 / (4 * len(graph_phases)))
-                self._progress(f"Capturing batches (bs={bs} avail_mem=19.75 GB): {25 * i:3d}%| {i}/4 [00:0{i}<00:0{4 - i}]")
-            log.info("Capture %s end. Time elapsed: 0.10 s. mem usage=1.30 GB. avail mem=18.50 GB.", phase)
-        log.info("max_total_num_tokens=812345, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-                 "max_running_requests=%d, context_len=131072, available_gpu_mem=17.90 GB", self.max_running_requests)
+                self._progress(
+                    f"Capturing batches (bs={bs} avail_mem=19.75 GB): {25 * i:3d}%| {i}/4 [00:0{i}<00:0{4 - i}]"
+                )
+            log.info(
+                "Capture %s end. Time elapsed: 0.10 s. mem usage=1.30 GB. avail mem=18.50 GB.",
+                phase,
+            )
+        log.info(
+            "max_total_num_tokens=812345, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+            "max_running_requests=%d, context_len=131072, available_gpu_mem=17.90 GB",
+            self.max_running_requests,
+        )
 
     def _progress(self, line: str) -> None:
         if self.args.sim_progress_cr:
@@ -196,16 +277,20 @@ class SimServer:
             log.info(line)
 
     def _crash(self) -> None:
-        log.error("Traceback (most recent call last):\n  File \"managers/scheduler.py\", line 1021, in event_loop\n"
-                  "RuntimeError: simulated crash after %d requests (--sim-crash-after-requests)",
-                  self.args.sim_crash_after_requests)
+        log.error(
+            'Traceback (most recent call last):\n  File "managers/scheduler.py", line 1021, in event_loop\n'
+            "RuntimeError: simulated crash after %d requests (--sim-crash-after-requests)",
+            self.args.sim_crash_after_requests,
+        )
         log.error("Received sigquit from a child process. It usually means the child failed.")
         sys.stderr.flush()
         os._exit(1)
 
     # ----- generation helpers ----------------------------------------------------------
 
-    def _new_request(self, prompt: str, sampling: dict[str, Any], internal: bool = False) -> tuple[SimRequest, tuple, tuple]:
+    def _new_request(
+        self, prompt: str, sampling: dict[str, Any], internal: bool = False
+    ) -> tuple[SimRequest, tuple, tuple]:
         max_new = int(sampling.get("max_new_tokens", sampling.get("max_tokens", 128)) or 128)
         ignore_eos = bool(sampling.get("ignore_eos", False))
         target = max_new if ignore_eos else textgen.natural_length(prompt, max_new)
@@ -235,15 +320,22 @@ class SimServer:
         return {
             "spec_verify_ct": req.verify_ct,
             "spec_accept_length": req.generated / req.verify_ct if req.verify_ct else 0.0,
-            "spec_accept_rate": req.accepted_drafts / (req.verify_ct * steps) if req.verify_ct else 0.0,
+            "spec_accept_rate": req.accepted_drafts / (req.verify_ct * steps)
+            if req.verify_ct
+            else 0.0,
             "spec_accept_token_num": req.accepted_drafts,
             "spec_draft_token_num": req.verify_ct * steps,
         }
 
     def _meta(self, req: SimRequest, n: int) -> dict[str, Any]:
         meta: dict[str, Any] = {
-            "id": req.rid, "finish_reason": None, "prompt_tokens": req.prompt_tokens, "weight_version": "default",
-            "total_retractions": 0, "completion_tokens": n, "cached_tokens": 0,
+            "id": req.rid,
+            "finish_reason": None,
+            "prompt_tokens": req.prompt_tokens,
+            "weight_version": "default",
+            "total_retractions": 0,
+            "completion_tokens": n,
+            "cached_tokens": 0,
         }
         if n >= req.generated and req.finished_at is not None:
             meta["finish_reason"] = self._finish_reason(req)
@@ -270,7 +362,9 @@ class SimServer:
     def _check_key(self, request: web.Request) -> None:
         key = self.args.api_key
         if key and request.headers.get("Authorization") != f"Bearer {key}":
-            raise web.HTTPUnauthorized(text=json.dumps({"error": "Unauthorized"}), content_type="application/json")
+            raise web.HTTPUnauthorized(
+                text=json.dumps({"error": "Unauthorized"}), content_type="application/json"
+            )
 
     # ----- endpoints -------------------------------------------------------------------
 
@@ -278,7 +372,9 @@ class SimServer:
         if not self.up:
             return web.Response(status=503)
         if request.path == "/health_generate" or request.path == "/health":
-            req, _, _ = self._new_request("health", {"max_new_tokens": 1, "ignore_eos": True}, internal=True)
+            req, _, _ = self._new_request(
+                "health", {"max_new_tokens": 1, "ignore_eos": True}, internal=True
+            )
             self.engine.submit(req)
             try:
                 await asyncio.wait_for(req.wake.wait(), timeout=20)
@@ -290,57 +386,101 @@ class SimServer:
     async def model_info(self, request: web.Request) -> web.Response:
         self._check_key(request)
         if request.path == "/get_model_info":
-            log.warning("Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
-                        "Please use '/model_info' instead.")
-        return web.json_response({
-            "model_path": self.args.model_path, "tokenizer_path": self.args.model_path, "is_generation": True,
-            "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": False,
-            "has_audio_understanding": False, "served_model_name": self.served_model_name,
-        })
+            log.warning(
+                "Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
+                "Please use '/model_info' instead."
+            )
+        return web.json_response(
+            {
+                "model_path": self.args.model_path,
+                "tokenizer_path": self.args.model_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "served_model_name": self.served_model_name,
+            }
+        )
 
     async def server_info(self, request: web.Request) -> web.Response:
         self._check_key(request)
         state: dict[str, Any] = {
             "last_gen_throughput": self.engine.last_gen_throughput,
-            "memory_usage": {"weight": 15.5, "kvcache": 99.2, "token_capacity": 812345, "graph": 1.3},
+            "memory_usage": {
+                "weight": 15.5,
+                "kvcache": 99.2,
+                "token_capacity": 812345,
+                "graph": 1.3,
+            },
         }
         accept = self.engine.avg_spec_accept_length
         if accept is not None:
             state["avg_spec_accept_length"] = accept
-        return web.json_response({
-            **self.server_args(), "status": "ready", "max_total_num_tokens": 812345, "max_req_input_len": 131066,
-            "internal_states": [state], "version": self.args.sim_report_version or f"sim-{__version__}", "engine": "pytest_llmperf.sim",
-        })
+        return web.json_response(
+            {
+                **self.server_args(),
+                "status": "ready",
+                "max_total_num_tokens": 812345,
+                "max_req_input_len": 131066,
+                "internal_states": [state],
+                "version": self.args.sim_report_version or f"sim-{__version__}",
+                "engine": "pytest_llmperf.sim",
+            }
+        )
 
     async def flush_cache(self, request: web.Request) -> web.Response:
         self._check_key(request)
         if not self.engine.idle:
-            return web.Response(status=400, text="Cache not flushed. There are running or waiting requests.\n")
+            return web.Response(
+                status=400, text="Cache not flushed. There are running or waiting requests.\n"
+            )
         self.engine.reset_counters()
-        return web.Response(text="Cache flushed.\nPlease check backend logs for more details. (When there are "
-                                 "running or waiting requests, the operation will not be performed.)\n")
+        return web.Response(
+            text="Cache flushed.\nPlease check backend logs for more details. (When there are "
+            "running or waiting requests, the operation will not be performed.)\n"
+        )
 
     async def models(self, request: web.Request) -> web.Response:
         self._check_key(request)
-        return web.json_response({"object": "list", "data": [{
-            "id": self.served_model_name, "object": "model", "created": int(self.started), "owned_by": "sglang",
-            "root": self.served_model_name, "max_model_len": 131072,
-        }]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.served_model_name,
+                        "object": "model",
+                        "created": int(self.started),
+                        "owned_by": "sglang",
+                        "root": self.served_model_name,
+                        "max_model_len": 131072,
+                    }
+                ],
+            }
+        )
 
     async def metrics(self, request: web.Request) -> web.Response:
         e = self.engine
         labels = f'{{model_name="{self.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"}}'
         lines = [
-            "# TYPE sglang:num_running_reqs gauge", f"sglang:num_running_reqs{labels} {len(e.running)}",
-            "# TYPE sglang:num_queue_reqs gauge", f"sglang:num_queue_reqs{labels} {len(e.waiting)}",
-            "# TYPE sglang:gen_throughput gauge", f"sglang:gen_throughput{labels} {e.last_gen_throughput}",
-            "# TYPE sglang:prompt_tokens_total counter", f"sglang:prompt_tokens_total{labels} {e.prompt_tokens_total}",
+            "# TYPE sglang:num_running_reqs gauge",
+            f"sglang:num_running_reqs{labels} {len(e.running)}",
+            "# TYPE sglang:num_queue_reqs gauge",
+            f"sglang:num_queue_reqs{labels} {len(e.waiting)}",
+            "# TYPE sglang:gen_throughput gauge",
+            f"sglang:gen_throughput{labels} {e.last_gen_throughput}",
+            "# TYPE sglang:prompt_tokens_total counter",
+            f"sglang:prompt_tokens_total{labels} {e.prompt_tokens_total}",
             "# TYPE sglang:generation_tokens_total counter",
             f"sglang:generation_tokens_total{labels} {e.generation_tokens_total}",
-            "# TYPE sglang:num_requests_total counter", f"sglang:num_requests_total{labels} {e.requests_total}",
+            "# TYPE sglang:num_requests_total counter",
+            f"sglang:num_requests_total{labels} {e.requests_total}",
         ]
         if e.avg_spec_accept_length is not None:
-            lines += ["# TYPE sglang:spec_accept_length gauge", f"sglang:spec_accept_length{labels} {e.avg_spec_accept_length}"]
+            lines += [
+                "# TYPE sglang:spec_accept_length gauge",
+                f"sglang:spec_accept_length{labels} {e.avg_spec_accept_length}",
+            ]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
@@ -349,19 +489,33 @@ class SimServer:
         body = await _json_body(request)
         text = body.get("text")
         if not isinstance(text, str):
-            return _error(400, "'text' (a string) is required; the simulated engine does not take input_ids")
+            return _error(
+                400, "'text' (a string) is required; the simulated engine does not take input_ids"
+            )
         req, words, ids = self._new_request(text, body.get("sampling_params") or {})
         self.engine.submit(req)
         if not body.get("stream"):
-            return await self._unary(req, lambda n: {
-                "text": "".join(words[:n]), "output_ids": list(ids[:n]), "meta_info": self._meta(req, n)})
+            return await self._unary(
+                req,
+                lambda n: {
+                    "text": "".join(words[:n]),
+                    "output_ids": list(ids[:n]),
+                    "meta_info": self._meta(req, n),
+                },
+            )
         resp = await _start_stream(request)
         try:
             async for n in self._tokens(req):
-                chunk = {"text": "".join(words[:n]), "output_ids": list(ids[:n]), "meta_info": self._meta(req, n)}
+                chunk = {
+                    "text": "".join(words[:n]),
+                    "output_ids": list(ids[:n]),
+                    "meta_info": self._meta(req, n),
+                }
                 await resp.write(b"data: " + json.dumps(chunk, **_JSON).encode() + b"\n\n")
         except _RequestFailed as exc:
-            await resp.write(b"data: " + json.dumps({"error": {"message": str(exc)}}).encode() + b"\n\n")
+            await resp.write(
+                b"data: " + json.dumps({"error": {"message": str(exc)}}).encode() + b"\n\n"
+            )
         finally:
             self.engine.cancel(req)
         await resp.write(b"data: [DONE]\n\n")
@@ -386,26 +540,47 @@ class SimServer:
                 return _error(400, "'prompt' (a string) is required")
             prompt = given
             max_tokens = body.get("max_tokens") or 16
-        req, words, _ = self._new_request(prompt, {"max_new_tokens": max_tokens, "ignore_eos": body.get("ignore_eos")})
+        req, words, _ = self._new_request(
+            prompt, {"max_new_tokens": max_tokens, "ignore_eos": body.get("ignore_eos")}
+        )
         self.engine.submit(req)
         created = int(time.time())
         cid = ("chatcmpl-" if chat else "cmpl-") + req.rid
         obj = "chat.completion" if chat else "text_completion"
 
         def usage(n: int) -> dict[str, int]:
-            return {"prompt_tokens": req.prompt_tokens, "completion_tokens": n, "total_tokens": req.prompt_tokens + n}
+            return {
+                "prompt_tokens": req.prompt_tokens,
+                "completion_tokens": n,
+                "total_tokens": req.prompt_tokens + n,
+            }
 
         def finish(n: int) -> str | None:
             reason = self._finish_reason(req) if n >= req.generated else None
             return None if reason is None else reason["type"]
 
         if not body.get("stream"):
+
             def whole(n: int) -> dict[str, Any]:
                 text = "".join(words[:n])
-                choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish(n)}
-                          if chat else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish(n)})
-                return {"id": cid, "object": obj, "created": created, "model": self.served_model_name,
-                        "choices": [choice], "usage": usage(n)}
+                choice = (
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": finish(n),
+                    }
+                    if chat
+                    else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish(n)}
+                )
+                return {
+                    "id": cid,
+                    "object": obj,
+                    "created": created,
+                    "model": self.served_model_name,
+                    "choices": [choice],
+                    "usage": usage(n),
+                }
+
             return await self._unary(req, whole)
 
         options = body.get("stream_options") or {}
@@ -415,34 +590,66 @@ class SimServer:
         resp = await _start_stream(request)
 
         async def send(choices: list, usage_value: dict | None) -> None:
-            chunk = {"id": cid, "object": obj_chunk, "created": created, "model": self.served_model_name,
-                     "choices": choices, "usage": usage_value}
+            chunk = {
+                "id": cid,
+                "object": obj_chunk,
+                "created": created,
+                "model": self.served_model_name,
+                "choices": choices,
+                "usage": usage_value,
+            }
             await resp.write(b"data: " + json.dumps(chunk, **_JSON).encode() + b"\n\n")
 
         sent = 0
         try:
             if chat:
-                await send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}], None)
+                await send(
+                    [
+                        {
+                            "index": 0,
+                            "delta": {"role": "assistant", "content": ""},
+                            "finish_reason": None,
+                        }
+                    ],
+                    None,
+                )
             async for n in self._tokens(req):
                 delta = "".join(words[sent:n])
                 sent = n
                 reason = None if chat else finish(n)
-                choice = ({"index": 0, "delta": {"content": delta}, "finish_reason": None} if chat
-                          else {"index": 0, "text": delta, "logprobs": None, "finish_reason": reason,
-                                "matched_stop": None})
+                choice = (
+                    {"index": 0, "delta": {"content": delta}, "finish_reason": None}
+                    if chat
+                    else {
+                        "index": 0,
+                        "text": delta,
+                        "logprobs": None,
+                        "finish_reason": reason,
+                        "matched_stop": None,
+                    }
+                )
                 await send([choice], usage(n) if continuous else None)
             if chat:
-                await send([{"index": 0, "delta": {}, "finish_reason": finish(sent)}], usage(sent) if continuous else None)
+                await send(
+                    [{"index": 0, "delta": {}, "finish_reason": finish(sent)}],
+                    usage(sent) if continuous else None,
+                )
             if include_usage:
                 await send([], usage(sent))
         except _RequestFailed as exc:
-            await resp.write(b"data: " + json.dumps({"error": {"message": str(exc), "code": 500}}).encode() + b"\n\n")
+            await resp.write(
+                b"data: "
+                + json.dumps({"error": {"message": str(exc), "code": 500}}).encode()
+                + b"\n\n"
+            )
         finally:
             self.engine.cancel(req)
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
-    async def _unary(self, req: SimRequest, render: Callable[[int], dict[str, Any]]) -> web.Response:
+    async def _unary(
+        self, req: SimRequest, render: Callable[[int], dict[str, Any]]
+    ) -> web.Response:
         try:
             async for _ in self._tokens(req):
                 pass
@@ -479,11 +686,14 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = await request.json()
     except ValueError as exc:
-        raise web.HTTPBadRequest(text=json.dumps({"error": f"invalid JSON: {exc}"}),
-                                 content_type="application/json") from None
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": f"invalid JSON: {exc}"}), content_type="application/json"
+        ) from None
     if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text=json.dumps({"error": "the body must be a JSON object"}),
-                                 content_type="application/json")
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": "the body must be a JSON object"}),
+            content_type="application/json",
+        )
     return body
 
 
@@ -492,7 +702,9 @@ def _error(status: int, message: str) -> web.Response:
 
 
 async def _start_stream(request: web.Request) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
     await resp.prepare(request)
     return resp
 
@@ -500,9 +712,15 @@ async def _start_stream(request: web.Request) -> web.StreamResponse:
 def start_children(args: argparse.Namespace) -> list[subprocess.Popen]:
     """Idle children named after the model (so a test can find them in the process table)."""
     code = "import signal, sys, time\nwhile True: time.sleep(3600)"
-    return [subprocess.Popen([sys.executable, "-c", code, f"sim-child-{k}", args.model_path],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for k in range(args.sim_children)]
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", code, f"sim-child-{k}", args.model_path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for k in range(args.sim_children)
+    ]
 
 
 async def serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
@@ -510,7 +728,9 @@ async def serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # inherited by the children
     children = start_children(args)
     if children:
-        log.info("started %d child processes: %s", len(children), " ".join(str(c.pid) for c in children))
+        log.info(
+            "started %d child processes: %s", len(children), " ".join(str(c.pid) for c in children)
+        )
     try:
         return await _serve(args, unmodeled)
     finally:
@@ -530,12 +750,22 @@ async def _serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
     try:
         await web.TCPSite(runner, args.host, args.port, backlog=4096).start()
     except OSError as exc:
-        log.error("Failed to bind %s:%d: %s. Is another server using that port?", args.host, args.port, exc)
+        log.error(
+            "Failed to bind %s:%d: %s. Is another server using that port?",
+            args.host,
+            args.port,
+            exc,
+        )
         return 1
-    log.info("INFO:     Uvicorn running on http://%s:%d (Press CTRL+C to quit)", args.host, args.port)
+    log.info(
+        "INFO:     Uvicorn running on http://%s:%d (Press CTRL+C to quit)", args.host, args.port
+    )
     if not args.skip_server_warmup:
-        req, _, _ = server._new_request("The capital city of France is", {"max_new_tokens": 8, "ignore_eos": True},
-                                        internal=True)
+        req, _, _ = server._new_request(
+            "The capital city of France is",
+            {"max_new_tokens": 8, "ignore_eos": True},
+            internal=True,
+        )
         server.engine.submit(req)
         while not req.finished:
             await req.wake.wait()
@@ -558,6 +788,8 @@ def main(argv: list[str] | None = None) -> int:
     args, unmodeled = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="[%(asctime)s] %(message)s", datefmt="%Y-%m-%d %H:%M:%S", stream=sys.stderr,
+        format="[%(asctime)s] %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        stream=sys.stderr,
     )
     return asyncio.run(serve(args, unmodeled))

@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.engines.lifecycle import ServerStartError, build_command, free_port, wait_for_health
+from pytest_llmperf.engines.lifecycle import (
+    ServerStartError,
+    build_command,
+    free_port,
+    wait_for_health,
+)
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.profiles import load_profiles
 from tests.helpers import THROUGHPUT_SUITE, processes_with
@@ -41,10 +46,15 @@ def llama_profile():
 @pytest.fixture
 def project(pytester, llama_profile):
     """A pytester project using the repository's profiles, suite and baselines, as a user would."""
-    pytester.makeini(f"[pytest]\nllmperf_profiles_file = {PROFILES}\nllmperf_baseline_dir = {REPO / 'baselines'}\n")
+    pytester.makeini(
+        f"[pytest]\nllmperf_profiles_file = {PROFILES}\nllmperf_baseline_dir = {REPO / 'baselines'}\n"
+    )
     # Same place as in the repository: the golden's point keys are node ids (perf_suites/…).
     (pytester.path / "perf_suites").mkdir()
-    shutil.copy(REPO / "perf_suites" / "test_throughput.py", pytester.path / "perf_suites" / "test_throughput.py")
+    shutil.copy(
+        REPO / "perf_suites" / "test_throughput.py",
+        pytester.path / "perf_suites" / "test_throughput.py",
+    )
     return pytester
 
 
@@ -54,19 +64,34 @@ def test_real_engine_counts_validity_and_verdict_against_the_ci_golden(project, 
     key = fingerprint.hardware(llama_profile)["key"]
     committed = REPO / "baselines" / "llamacpp-smollm2" / f"{key}.json"
     # C=4 only: it batches 4 slots, and a level costs about 30 s of CI time on 2 cores.
-    args = ["perf_suites", "--llm-profile", "llamacpp-smollm2", "--llm-concurrency", "4", "-k", "output_throughput",
-            "--perf-json", "out.json"]
+    args = [
+        "perf_suites",
+        "--llm-profile",
+        "llamacpp-smollm2",
+        "--llm-concurrency",
+        "4",
+        "-k",
+        "output_throughput",
+        "--perf-json",
+        "out.json",
+    ]
     if not committed.exists():
-        print(f"no committed golden for CPU class {key!r}: recording one into a scratch directory first")
+        print(
+            f"no committed golden for CPU class {key!r}: recording one into a scratch directory first"
+        )
         scratch = str(project.path / "scratch")
-        project.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "3",
-                                     "--perf-baseline-dir", scratch).assert_outcomes(passed=1)
+        project.runpytest_subprocess(
+            *args, "--perf-update", "--perf-update-runs", "3", "--perf-baseline-dir", scratch
+        ).assert_outcomes(passed=1)
         args += ["--perf-baseline-dir", scratch]
     result = project.runpytest_subprocess(*args)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["llmperf verdicts: *"])
     data = json.loads((project.path / "out.json").read_text())
-    assert data["profiles"]["llamacpp-smollm2"]["server_info"]["/v1/models"]["data"][0]["id"] == "smollm2"
+    assert (
+        data["profiles"]["llamacpp-smollm2"]["server_info"]["/v1/models"]["data"][0]["id"]
+        == "smollm2"
+    )
     hard = data["fingerprint"]["hard"]["llamacpp-smollm2"]
     assert hard["server_args"]["total_slots"] == 4  # from llama-server's /props: -np 4
     assert hard["hardware"]["key"] == key
@@ -76,7 +101,9 @@ def test_real_engine_counts_validity_and_verdict_against_the_ci_golden(project, 
         print(point["message"])
         for run in point["runs"]:
             assert run["failed_requests"] == 0
-            assert run["output_tokens"] == run["requests"] * 64  # every request: exactly output_len tokens
+            assert (
+                run["output_tokens"] == run["requests"] * 64
+            )  # every request: exactly output_len tokens
             assert run["ttft_s"]["p50"] > 0 and run["itl_s"]["p50"] > 0
             assert run["in_flight_while_sending"] > 0.9 * point["concurrency"]
     assert processes_with("SmolLM2-135M") == []
@@ -113,16 +140,21 @@ class Throttle:
 
 
 def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent_slower_fails(
-        pytester, llama_profile):
+    pytester, llama_profile
+):
     """Goldens recorded against a llama-server at one speed, then the same server, unmodified,
     slowed from outside by 3 % and 30 %."""
     port = free_port("127.0.0.1")
     command = build_command(llama_profile, "127.0.0.1", port, pytester.path)
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_health(url)
-        pytester.makefile(".toml", profiles="""
+        pytester.makefile(
+            ".toml",
+            profiles="""
             [profiles.llama]
             engine = "command"
             command = ["unused: attached"]
@@ -134,11 +166,14 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
             fail_margin = 0.20  # as the llamacpp-smollm2 profile, and for the same reason
             warn_margin = 0.08
             extra_body = { cache_prompt = false }
-        """)
+        """,
+        )
         pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
         pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
         args = ("--llm-profile", "llama", "--llm-server-url", url)
-        pytester.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "5").assert_outcomes(passed=1)
+        pytester.runpytest_subprocess(
+            *args, "--perf-update", "--perf-update-runs", "5"
+        ).assert_outcomes(passed=1)
 
         same = pytester.runpytest_subprocess(*args)
         same.assert_outcomes(passed=1)
@@ -148,10 +183,23 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
         with Throttle(server.pid, 0.30):
             slower30 = pytester.runpytest_subprocess(*args)
         slower30.assert_outcomes(failed=1)
-        slower30.stdout.fnmatch_lines(["llama C=1: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 20 %"])
-        for label, run in (("same speed", same), ("3 % slower", slower3), ("30 % slower", slower30)):
-            print(label, *[line for line in run.outlines if line.startswith("llama ") and "output_throughput" in line],
-                  sep="\n  ")  # shown with -s: the figures behind the verdicts
+        slower30.stdout.fnmatch_lines(
+            ["llama C=1: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 20 %"]
+        )
+        for label, run in (
+            ("same speed", same),
+            ("3 % slower", slower3),
+            ("30 % slower", slower30),
+        ):
+            print(
+                label,
+                *[
+                    line
+                    for line in run.outlines
+                    if line.startswith("llama ") and "output_throughput" in line
+                ],
+                sep="\n  ",
+            )  # shown with -s: the figures behind the verdicts
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()

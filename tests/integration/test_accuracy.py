@@ -32,11 +32,17 @@ def test_output_tok_s_within_5_percent_of_truth(paced, api, concurrency):
     k = paced.tokens_per_chunk
     request_s = math.ceil(OUTPUT_LEN / k) * ITL_MS / 1000
     truth = concurrency * OUTPUT_LEN / request_s
-    run = measure_level(paced.url, Workload(api=api, output_len=OUTPUT_LEN), LevelPlan(concurrency, 8 * concurrency, 1))[0]
+    run = measure_level(
+        paced.url,
+        Workload(api=api, output_len=OUTPUT_LEN),
+        LevelPlan(concurrency, 8 * concurrency, 1),
+    )[0]
     m = metrics.summarize_run(run, expected_tokens=OUTPUT_LEN)
     assert m.valid, m.problems
     assert m.output_tok_s == pytest.approx(truth, rel=0.05)
     assert m.ttft_s["p50"] == pytest.approx(ITL_MS / 1000, abs=0.008)  # first event after one ITL
     # ITL is per token: a k-token chunk every 20 ms is 20/k ms per token.
     assert m.itl_s["p50"] == pytest.approx(ITL_MS / 1000 / k, rel=0.15)
-    assert m.tpot_s["mean"] == pytest.approx((request_s - ITL_MS / 1000) / (OUTPUT_LEN - 1), rel=0.1)
+    assert m.tpot_s["mean"] == pytest.approx(
+        (request_s - ITL_MS / 1000) / (OUTPUT_LEN - 1), rel=0.1
+    )

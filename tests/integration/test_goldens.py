@@ -25,7 +25,14 @@ OUTPUT_LEN = 64
 def with_knob(pytester, marker, knob=None):
     """Rewrite the profiles with a hidden sim fault knob: same fingerprint, different speed."""
     extra = f'"--sim-throughput-multiplier", "{knob}"' if knob else ""
-    write_profiles(pytester, marker=marker, concurrency="[1, 4]", runs=3, extra_args=extra, output_len=OUTPUT_LEN)
+    write_profiles(
+        pytester,
+        marker=marker,
+        concurrency="[1, 4]",
+        runs=3,
+        extra_args=extra,
+        output_len=OUTPUT_LEN,
+    )
 
 
 @pytest.fixture
@@ -39,22 +46,27 @@ def test_record_then_gate(pytester, project):
     # No golden: every point fails with the instruction, and nothing is written.
     result = pytester.runpytest()
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([
-        "sim-base C=1: no golden baseline in *baselines/sim-base/sim.json for test_perf.py::test_output_throughput?C=1?.",
-        "  Record it: pytest test_perf.py --llm-profile sim-base --perf-update",
-        "llmperf verdicts: 2 MISSING",
-        "Re-run with --perf-update to record missing baselines.",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "sim-base C=1: no golden baseline in *baselines/sim-base/sim.json for "
+            "test_perf.py::test_output_throughput?C=1?.",
+            "  Record it: pytest test_perf.py --llm-profile sim-base --perf-update",
+            "llmperf verdicts: 2 MISSING",
+            "Re-run with --perf-update to record missing baselines.",
+        ]
+    )
     assert not (pytester.path / "baselines").exists()
 
     # --perf-update: passes, says what it wrote, writes a reviewable file.
     result = pytester.runpytest("--perf-update", "--perf-update-runs", "6")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([
-        "llmperf verdicts: 2 RECORDED",
-        "golden: *sim.json: recorded test_perf.py::test_output_throughput?C=1?: * (output_tok_s, n=6)",
-        "golden: *sim.json: recorded test_perf.py::test_output_throughput?C=4?: * (output_tok_s, n=6)",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "llmperf verdicts: 2 RECORDED",
+            "golden: *sim.json: recorded test_perf.py::test_output_throughput?C=1?: * (output_tok_s, n=6)",
+            "golden: *sim.json: recorded test_perf.py::test_output_throughput?C=4?: * (output_tok_s, n=6)",
+        ]
+    )
     path, data = golden(pytester)
     text = path.read_text()
     assert text.endswith("}\n") and text == json.dumps(data, indent=2, sort_keys=True) + "\n"
@@ -63,10 +75,15 @@ def test_record_then_gate(pytester, project):
     assert data["fingerprint"]["hard"]["server_args"]["sim_speed"] == 20.0
     point = data["points"]["test_perf.py::test_output_throughput[C=4]"]
     assert len(point["runs"]) == 6 and len({r["launch_id"] for r in point["runs"]}) == 1
-    assert point["runs"][0]["requests"] == 16 and point["runs"][0]["output_tokens"] == 16 * OUTPUT_LEN
+    assert (
+        point["runs"][0]["requests"] == 16 and point["runs"][0]["output_tokens"] == 16 * OUTPUT_LEN
+    )
     assert point["anchor"]["mean"] == pytest.approx(point["summary"]["mean"])
     assert point["history"][0]["why"] == "--perf-update"
-    assert point["workload"]["output_len"] == OUTPUT_LEN and len(point["workload"]["prompt_set_sha256"]) == 64
+    assert (
+        point["workload"]["output_len"] == OUTPUT_LEN
+        and len(point["workload"]["prompt_set_sha256"]) == 64
+    )
 
     # The same server passes; so does one 3 % slower.
     for knob in (None, "0.97"):
@@ -84,31 +101,41 @@ def test_record_then_gate(pytester, project):
     result = pytester.runpytest()
     result.assert_outcomes(failed=2)
     for c in (1, 4):
-        result.stdout.fnmatch_lines([
-            f"sim-base C={c}: * tok/s vs golden * (\u2212*%, p=*, n=* vs 6) \u2014 FAIL, margin 15 %",
-            "  Changed since the golden (not blocking):",
-            f'    python: "3.10.0" \u2192 "{platform.python_version()}"',
-        ])
+        result.stdout.fnmatch_lines(
+            [
+                f"sim-base C={c}: * tok/s vs golden * (\u2212*%, p=*, n=* vs 6) \u2014 FAIL, margin 15 %",
+                "  Changed since the golden (not blocking):",
+                f'    python: "3.10.0" \u2192 "{platform.python_version()}"',
+            ]
+        )
     result.stdout.fnmatch_lines(["llmperf verdicts: 2 FAIL"])
 
     # Faster: passes as IMPROVED and suggests refreshing the golden.
     with_knob(pytester, project, "1.4")
     result = pytester.runpytest()
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([
-        "llmperf verdicts: 2 IMPROVED",
-        "IMPROVED sim-base C=1: * (+*%, p=*) \u2014 IMPROVED, margin 15 %",
-        "2 point(s) improved beyond the margin: refresh their goldens with --perf-update and review the diff.",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "llmperf verdicts: 2 IMPROVED",
+            "IMPROVED sim-base C=1: * (+*%, p=*) \u2014 IMPROVED, margin 15 %",
+            "2 point(s) improved beyond the margin: refresh their goldens with --perf-update and review the diff.",
+        ]
+    )
 
     # Replacing a golden with a worse one needs a reason, which is kept.
     with_knob(pytester, project, "0.7")
     result = pytester.runpytest("--perf-update", "--perf-update-runs", "3")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["sim-base C=1: refusing to replace the golden * with * (\u2212*%, worse than the 5 % warn margin).",
-                                 "*--perf-accept-worse='<reason*"])
+    result.stdout.fnmatch_lines(
+        [
+            "sim-base C=1: refusing to replace the golden * with * (\u2212*%, worse than the 5 % warn margin).",
+            "*--perf-accept-worse='<reason*",
+        ]
+    )
     assert golden(pytester)[1] == data  # untouched
-    result = pytester.runpytest("--perf-update", "--perf-update-runs", "3", "--perf-accept-worse=throttled host, #42")
+    result = pytester.runpytest(
+        "--perf-update", "--perf-update-runs", "3", "--perf-accept-worse=throttled host, #42"
+    )
     result.assert_outcomes(passed=2)
     point = golden(pytester)[1]["points"]["test_perf.py::test_output_throughput[C=1]"]
     assert [h["why"] for h in point["history"]] == ["--perf-update", "throttled host, #42"]
@@ -118,7 +145,9 @@ def test_record_then_gate(pytester, project):
 
 def test_pool_runs_from_two_launches(pytester, project):
     pytester.runpytest("--perf-update", "--perf-update-runs", "3").assert_outcomes(passed=2)
-    pytester.runpytest("--perf-update", "--perf-update-runs", "3", "--perf-pool").assert_outcomes(passed=2)
+    pytester.runpytest("--perf-update", "--perf-update-runs", "3", "--perf-pool").assert_outcomes(
+        passed=2
+    )
     point = golden(pytester)[1]["points"]["test_perf.py::test_output_throughput[C=1]"]
     assert len(point["runs"]) == 6 and len({r["launch_id"] for r in point["runs"]}) == 2
     assert point["summary"]["n"] == 6 and point["history"][-1]["why"] == "--perf-update --perf-pool"
@@ -132,26 +161,43 @@ def test_corrupt_golden_is_an_error_and_left_untouched(pytester, project):
     for args in ((), ("--perf-update",)):
         result = pytester.runpytest(*args)
         result.assert_outcomes(failed=2)
-        result.stdout.fnmatch_lines([f"golden file {path} is not valid JSON (*). It was left untouched: restore it*"])
+        result.stdout.fnmatch_lines(
+            [f"golden file {path} is not valid JSON (*). It was left untouched: restore it*"]
+        )
         assert path.read_bytes() == before
     path.write_text('{"schema": 99, "points": {}, "fingerprint": {}}\n')
     result = pytester.runpytest()
-    result.stdout.fnmatch_lines([f"golden file {path} has schema 99, expected 1*delete it and re-record with --perf-update."])
+    result.stdout.fnmatch_lines(
+        [
+            f"golden file {path} has schema 99, expected 1*delete it and re-record with --perf-update."
+        ]
+    )
 
 
 def test_changed_hard_key_is_incomparable_with_the_diff(pytester, project):
     pytester.runpytest("--perf-update", "--perf-update-runs", "3").assert_outcomes(passed=2)
-    write_profiles(pytester, marker=project, concurrency="[1, 4]", runs=3,
-                   extra_args='"--max-running-requests", "64"', output_len=OUTPUT_LEN)
+    write_profiles(
+        pytester,
+        marker=project,
+        concurrency="[1, 4]",
+        runs=3,
+        extra_args='"--max-running-requests", "64"',
+        output_len=OUTPUT_LEN,
+    )
     result = pytester.runpytest()
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([
-        "sim-base C=1: INCOMPARABLE with *sim.json: it was recorded under a different configuration:",
-        "    server_args.max_running_requests: 4096 \u2192 64",
-        "  If the change is intended, re-record (and review the diff): pytest test_perf.py --llm-profile sim-base --perf-update",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "sim-base C=1: INCOMPARABLE with *sim.json: it was recorded under a different configuration:",
+            "    server_args.max_running_requests: 4096 \u2192 64",
+            "  If the change is intended, re-record (and review the diff): "
+            "pytest test_perf.py --llm-profile sim-base --perf-update",
+        ]
+    )
     # A changed workload is a hard key too.
-    write_profiles(pytester, marker=project, concurrency="[1, 4]", runs=3, output_len=24)  # the golden has OUTPUT_LEN
+    write_profiles(
+        pytester, marker=project, concurrency="[1, 4]", runs=3, output_len=24
+    )  # the golden has OUTPUT_LEN
     result = pytester.runpytest()
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([f"    workload.output_len: {OUTPUT_LEN} \u2192 24"])
@@ -159,13 +205,15 @@ def test_changed_hard_key_is_incomparable_with_the_diff(pytester, project):
 
 def test_margins_per_test_with_a_marker(pytester, project):
     pytester.runpytest("--perf-update", "--perf-update-runs", "3").assert_outcomes(passed=2)
-    pytester.makepyfile(test_perf="""
+    pytester.makepyfile(
+        test_perf="""
         import pytest
 
         @pytest.mark.llmperf(fail_margin=0.5, warn_margin=0.4)
         def test_output_throughput(llmperf, llm_concurrency):
             llmperf.check(llmperf.measure(concurrency=llm_concurrency))
-    """)
+    """
+    )
     with_knob(pytester, project, "0.7")
     result = pytester.runpytest()
     result.assert_outcomes(passed=2)  # a 30 % drop is inside a 50 % margin
@@ -173,27 +221,52 @@ def test_margins_per_test_with_a_marker(pytester, project):
 
 
 def test_two_concurrent_updaters_leave_both_goldens_intact(pytester, project):
-    procs = [subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--perf-update",
-                               "--perf-update-runs", "3", "--llm-profile", name], cwd=pytester.path,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for name in ("sim-base", "sim-spec")]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "--perf-update",
+                "--perf-update-runs",
+                "3",
+                "--llm-profile",
+                name,
+            ],
+            cwd=pytester.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for name in ("sim-base", "sim-spec")
+    ]
     outputs = [p.communicate(timeout=120)[0].decode() for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     for name in ("sim-base", "sim-spec"):
         _, data = golden(pytester, name)
-        assert sorted(data["points"]) == ["test_perf.py::test_output_throughput[C=1]",
-                                          "test_perf.py::test_output_throughput[C=4]"]
-    assert golden(pytester, "sim-spec")[1]["fingerprint"]["hard"]["server_args"]["speculative_algorithm"] == "EAGLE3"
+        assert sorted(data["points"]) == [
+            "test_perf.py::test_output_throughput[C=1]",
+            "test_perf.py::test_output_throughput[C=4]",
+        ]
+    assert (
+        golden(pytester, "sim-spec")[1]["fingerprint"]["hard"]["server_args"][
+            "speculative_algorithm"
+        ]
+        == "EAGLE3"
+    )
 
 
 def test_goldens_nobody_used_are_reported_only_when_the_whole_suite_ran(pytester, project):
     pytester.runpytest("--perf-update", "--perf-update-runs", "3").assert_outcomes(passed=2)
     result = pytester.runpytest("--llm-concurrency", "1")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "1 golden point(s) were not used by any test in this run:",
-        "  *sim.json: test_perf.py::test_output_throughput?C=4?",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "1 golden point(s) were not used by any test in this run:",
+            "  *sim.json: test_perf.py::test_output_throughput?C=4?",
+        ]
+    )
     result = pytester.runpytest("-k", "C1")  # a selection: nothing to conclude about the rest
     result.assert_outcomes(passed=1)
     assert "not used by any test" not in result.stdout.str()

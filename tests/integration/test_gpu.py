@@ -52,7 +52,9 @@ class FakeNVML(types.ModuleType):
 
 @pytest.fixture
 def sleeper():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "leftover-sglang-scheduler"])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "leftover-sglang-scheduler"]
+    )
     yield proc
     proc.kill()
     proc.wait()
@@ -70,7 +72,10 @@ def test_a_busy_gpu_fails_the_launch_with_pid_and_command(monkeypatch, sleeper):
         gpu.preflight("eagle3", {})
     message = str(info.value)
     assert message.startswith("eagle3: GPU(s) 0, 1 are in use; the server would share them")
-    assert f"GPU 1: pid {sleeper.pid} holds 71,680 MiB: " in message and "leftover-sglang-scheduler" in message
+    assert (
+        f"GPU 1: pid {sleeper.pid} holds 71,680 MiB: " in message
+        and "leftover-sglang-scheduler" in message
+    )
     assert "CUDA_VISIBLE_DEVICES" in message and "gpu_wait_s" in message
     assert fake.initialised == 0  # NVML shut down again
 
@@ -96,21 +101,30 @@ def test_gpu_wait_s_waits_for_the_gpus_to_be_freed(monkeypatch, sleeper):
 def test_without_driver_or_bindings_a_note_and_nothing_else(monkeypatch):
     install(monkeypatch, FakeNVML([[(1, 1)]], driver=False))
     (note,) = gpu.preflight("eagle3", {})
-    assert note.startswith("GPU pre-flight skipped: no NVIDIA driver answered NVML (NVML Shared Library Not Found)")
+    assert note.startswith(
+        "GPU pre-flight skipped: no NVIDIA driver answered NVML (NVML Shared Library Not Found)"
+    )
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
     assert gpu.preflight("eagle3", {}) == [
-        "GPU pre-flight skipped: nvidia-ml-py is not installed (pip install 'pytest-llmperf[gpu]')"]
+        "GPU pre-flight skipped: nvidia-ml-py is not installed (pip install 'pytest-llmperf[gpu]')"
+    ]
 
 
-def test_release_waits_for_the_servers_processes_and_reports_what_is_still_held(monkeypatch, sleeper):
+def test_release_waits_for_the_servers_processes_and_reports_what_is_still_held(
+    monkeypatch, sleeper
+):
     fake = install(monkeypatch, FakeNVML([[(sleeper.pid, 3 * 2**30)], [(999999, 2**30)]]))
     threading.Timer(0.3, lambda: fake.holders[0].clear()).start()
     notes = gpu.wait_released("eagle3", [sleeper.pid], {}, timeout_s=5, poll_s=0.05)
-    assert notes == ["eagle3: other processes hold memory on its GPUs after teardown:\n"
-                     "    GPU 1: pid 999999 holds 1,024 MiB: ? (not visible from here: another container?)"]
+    assert notes == [
+        "eagle3: other processes hold memory on its GPUs after teardown:\n"
+        "    GPU 1: pid 999999 holds 1,024 MiB: ? (not visible from here: another container?)"
+    ]
     fake.holders[0].append((sleeper.pid, 3 * 2**30))
     (held, _) = gpu.wait_released("eagle3", [sleeper.pid], {}, timeout_s=0.2, poll_s=0.05)
-    assert held.startswith("eagle3: 1 server process(es) still hold GPU memory 0.2 s after teardown:")
+    assert held.startswith(
+        "eagle3: 1 server process(es) still hold GPU memory 0.2 s after teardown:"
+    )
 
 
 def test_the_hardware_key_counts_the_visible_gpus(monkeypatch, tmp_path):

@@ -17,11 +17,27 @@ import pytest
 from tests.helpers import processes_with, write_sglang_profile
 
 
-def project(pytester, *knobs: str, shutdown_timeout_s: float = 5, concurrency: str = "[1, 4]") -> str:
+def project(
+    pytester, *knobs: str, shutdown_timeout_s: float = 5, concurrency: str = "[1, 4]"
+) -> str:
     """The stand-in SGLang 0.5.23 with two children and \\r progress bars, plus ``knobs``."""
-    return write_sglang_profile(pytester, ["--tp-size", "1", "--sim-children", "2", "--sim-progress-cr",
-                                           "--sim-load-time", "0.5", "--sim-speed", "20", *knobs],
-                                concurrency=concurrency, shutdown_timeout_s=shutdown_timeout_s)
+    return write_sglang_profile(
+        pytester,
+        [
+            "--tp-size",
+            "1",
+            "--sim-children",
+            "2",
+            "--sim-progress-cr",
+            "--sim-load-time",
+            "0.5",
+            "--sim-speed",
+            "20",
+            *knobs,
+        ],
+        concurrency=concurrency,
+        shutdown_timeout_s=shutdown_timeout_s,
+    )
 
 
 def test_clean_run_with_children_leaves_nothing(pytester):
@@ -39,8 +55,12 @@ def test_crash_while_loading_fails_within_seconds_with_the_log_tail(pytester):
     result = pytester.runpytest()
     assert time.monotonic() - started < 20
     result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines(["*gpu: the server exited with code 1 while loading*",
-                                 "*Loading safetensors checkpoint shards:*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*gpu: the server exited with code 1 while loading*",
+            "*Loading safetensors checkpoint shards:*",
+        ]
+    )
     assert processes_with(marker) == []  # its orphaned children too (same process group)
 
 
@@ -57,25 +77,35 @@ def test_crash_mid_run_fails_the_test_with_the_tail_and_skips_the_rest(pytester)
     marker = project(pytester, "--sim-crash-after-requests", "6", concurrency="[1, 4, 8]")
     result = pytester.runpytest("--perf-update", "--perf-update-runs", "2", "-rs")
     result.assert_outcomes(failed=1, skipped=2)
-    result.stdout.fnmatch_lines(["*The remaining tests of profile gpu are skipped.*",
-                                 "SKIPPED*gpu: the server *"])
+    result.stdout.fnmatch_lines(
+        ["*The remaining tests of profile gpu are skipped.*", "SKIPPED*gpu: the server *"]
+    )
     assert processes_with(marker) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_interrupting_pytest_stops_the_server_and_its_children(pytester, sig):
     marker = project(pytester, concurrency="[1]")
-    pytester.makepyfile(test_perf="""
+    pytester.makepyfile(
+        test_perf="""
         import time
 
         def test_waits(llm_server):
             time.sleep(120)
-    """)
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_perf.py"],
-                            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_perf.py"],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
-        while len(processes_with(marker)) < 3 and time.monotonic() < deadline:  # server + 2 children
+        while (
+            len(processes_with(marker)) < 3 and time.monotonic() < deadline
+        ):  # server + 2 children
             time.sleep(0.2)
         assert len(processes_with(marker)) >= 3, "the stand-in never came up"
         time.sleep(1.0)  # inside the test now
@@ -90,9 +120,14 @@ def test_interrupting_pytest_stops_the_server_and_its_children(pytester, sig):
 
 
 def test_loading_progress_is_shown_while_the_server_loads(pytester):
-    marker = project(pytester, "--sim-load-time", "4", "--speculative-algorithm", "EAGLE3", concurrency="[1]")
-    result = pytester.runpytest_subprocess("--perf-update", "--perf-update-runs", "2")  # not a TTY: a line per stage
+    marker = project(
+        pytester, "--sim-load-time", "4", "--speculative-algorithm", "EAGLE3", concurrency="[1]"
+    )
+    result = pytester.runpytest_subprocess(
+        "--perf-update", "--perf-update-runs", "2"
+    )  # not a TTY: a line per stage
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["gpu: loading weights * % (*/11 shards), * s",
-                                 "gpu: capturing * CUDA graphs*, * s"])
+    result.stdout.fnmatch_lines(
+        ["gpu: loading weights * % (*/11 shards), * s", "gpu: capturing * CUDA graphs*, * s"]
+    )
     assert processes_with(marker) == []

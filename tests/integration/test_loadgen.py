@@ -14,7 +14,9 @@ from tests.helpers import start_sim
 @pytest.mark.parametrize("api", ["sglang", "openai"])
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 def test_every_request_gets_the_server_counted_tokens(sim_server, api, transport):
-    runs = measure_level(sim_server.url, Workload(api=api, output_len=12), LevelPlan(3, 9, 2), transport=transport)
+    runs = measure_level(
+        sim_server.url, Workload(api=api, output_len=12), LevelPlan(3, 9, 2), transport=transport
+    )
     assert len(runs) == 2
     for run in runs:
         assert [r.error for r in run.records] == [None] * 9
@@ -30,7 +32,9 @@ def test_every_request_gets_the_server_counted_tokens(sim_server, api, transport
 
 
 def test_closed_loop_keeps_exactly_c_requests_in_flight(sim_server):
-    run = measure_level(sim_server.url, Workload(api="sglang", output_len=32), LevelPlan(4, 24, 1, warmup=False))[0]
+    run = measure_level(
+        sim_server.url, Workload(api="sglang", output_len=32), LevelPlan(4, 24, 1, warmup=False)
+    )[0]
     events = sorted([(r.start, 1) for r in run.records] + [(r.end, -1) for r in run.records])
     in_flight = peak = 0
     for _, delta in events:
@@ -41,7 +45,9 @@ def test_closed_loop_keeps_exactly_c_requests_in_flight(sim_server):
 
 
 def test_speculative_accept_length_comes_from_each_request(eagle_server):
-    run = measure_level(eagle_server.url, Workload(api="sglang", output_len=64), LevelPlan(4, 16, 1))[0]
+    run = measure_level(
+        eagle_server.url, Workload(api="sglang", output_len=64), LevelPlan(4, 16, 1)
+    )[0]
     assert all(r.spec_verify_ct for r in run.records)
     multi_token_chunks = sum(1 for r in run.records for n in r.chunk_tokens() if n > 1)
     assert multi_token_chunks > 0
@@ -54,7 +60,9 @@ def test_failed_requests_are_recorded_not_raised():
     server = start_sim("--sim-fail-every", "3")
     try:
         for api in ("sglang", "openai"):
-            run = measure_level(server.url, Workload(api=api, output_len=8), LevelPlan(2, 6, 1, warmup=False))[0]
+            run = measure_level(
+                server.url, Workload(api=api, output_len=8), LevelPlan(2, 6, 1, warmup=False)
+            )[0]
             errors = [r.error for r in run.records if r.error]
             assert len(errors) == 2 and all("simulated failure" in e for e in errors), errors
             assert not metrics.summarize_run(run, expected_tokens=8).valid
@@ -65,17 +73,28 @@ def test_failed_requests_are_recorded_not_raised():
 def test_a_stalled_stream_fails_within_the_timeout_instead_of_hanging():
     server = start_sim("--sim-stall-after-tokens", "3")
     try:
-        run = measure_level(server.url, Workload(api="sglang", output_len=8), LevelPlan(2, 2, 1, warmup=False),
-                            timeout_s=1.0)[0]
-        assert all(r.error and r.error.startswith("stalled: no data from the server for") for r in run.records)
+        run = measure_level(
+            server.url,
+            Workload(api="sglang", output_len=8),
+            LevelPlan(2, 2, 1, warmup=False),
+            timeout_s=1.0,
+        )[0]
+        assert all(
+            r.error and r.error.startswith("stalled: no data from the server for")
+            for r in run.records
+        )
         assert all(r.e2e < 3.5 for r in run.records)
     finally:
         server.stop()
 
 
 def test_cache_flush_between_runs_is_accepted(sim_server):
-    runs = measure_level(sim_server.url, Workload(api="sglang", output_len=4), LevelPlan(1, 2, 2),
-                         before_run=flush_cache)
+    runs = measure_level(
+        sim_server.url,
+        Workload(api="sglang", output_len=4),
+        LevelPlan(1, 2, 2),
+        before_run=flush_cache,
+    )
     assert all(r.error is None for run in runs for r in run.records)
 
 
@@ -87,8 +106,13 @@ def test_split_shares():
 def test_worker_processes_share_c_and_start_together(sim_server):
     # 64-token requests: long enough that a few ms of scheduling between a slot's requests on a
     # busy 2-core machine do not count (with 16 tokens, 3 ms was 5 % of a request).
-    runs = measure(sim_server.url, Workload(api="sglang", output_len=64), LevelPlan(4, 16, 2), workers=2,
-                   between_runs=flush_cache)
+    runs = measure(
+        sim_server.url,
+        Workload(api="sglang", output_len=64),
+        LevelPlan(4, 16, 2),
+        workers=2,
+        between_runs=flush_cache,
+    )
     assert len(runs) == 2
     for run in runs:
         assert run.concurrency == 4 and len(run.records) == 16
@@ -102,9 +126,13 @@ def test_worker_processes_share_c_and_start_together(sim_server):
 def test_extra_body_fields_reach_every_request_and_the_workload_definition():
     import json
 
-    workload = Workload(api="openai", output_len=8, model="smollm2", extra_body={"cache_prompt": False})
+    workload = Workload(
+        api="openai", output_len=8, model="smollm2", extra_body={"cache_prompt": False}
+    )
     bodies = [json.loads(b) for b in workload.bodies(8)]
     assert len(bodies) == len(workload.prompts.prompts)
-    assert all(b["cache_prompt"] is False and b["max_tokens"] == 8 and b["ignore_eos"] for b in bodies)
+    assert all(
+        b["cache_prompt"] is False and b["max_tokens"] == 8 and b["ignore_eos"] for b in bodies
+    )
     assert workload.describe()["extra_body"] == {"cache_prompt": False}  # a hard key of every point
     assert "extra_body" not in Workload(api="openai", output_len=8).describe()

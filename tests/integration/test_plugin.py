@@ -28,47 +28,84 @@ def no_leftovers():
 
 def test_help_lists_the_options_in_one_group(pytester):
     result = pytester.runpytest("--help")
-    result.stdout.fnmatch_lines([
-        "LLM-serving performance (pytest-llmperf):",
-        "*--llm-profile=NAME?,NAME...?*",
-        "*--llm-profiles-file=PATH*",
-        "*--llm-server-url=URL*",
-        "*--llm-concurrency=C?,C...?*",
-        "*--perf-json=PATH*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "LLM-serving performance (pytest-llmperf):",
+            "*--llm-profile=NAME?,NAME...?*",
+            "*--llm-profiles-file=PATH*",
+            "*--llm-server-url=URL*",
+            "*--llm-concurrency=C?,C...?*",
+            "*--perf-json=PATH*",
+        ]
+    )
     result.stdout.fnmatch_lines(["*llmperf_profiles_file (string):*"])
 
 
 def test_measures_each_profile_and_level_and_writes_the_results_json(pytester, no_leftovers):
     no_leftovers.append(write_profiles(pytester))
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE + SINGLE_STREAM_SUITE)
-    result = pytester.runpytest("-v", "--llm-profile", "sim-base,sim-spec", "--perf-json", "out/results.json",
-                                "--perf-update", "--perf-update-runs", "2")
+    result = pytester.runpytest(
+        "-v",
+        "--llm-profile",
+        "sim-base,sim-spec",
+        "--perf-json",
+        "out/results.json",
+        "--perf-update",
+        "--perf-update-runs",
+        "2",
+    )
     result.assert_outcomes(passed=6)
     # Grouped by profile: every sim-base test before any sim-spec test, so each server starts once.
-    order = [re.search(r"\[(sim-[a-z]+)", line).group(1) for line in result.outlines if " PASSED " in line]
+    order = [
+        re.search(r"\[(sim-[a-z]+)", line).group(1)
+        for line in result.outlines
+        if " PASSED " in line
+    ]
     assert order == ["sim-base"] * 3 + ["sim-spec"] * 3, order
-    result.stdout.fnmatch_lines([
-        "*llmperf: output throughput per concurrency*",
-        "profile*test*C*measured mean ± sd (n)*golden*Δ %*req tok/s*TTFT p50/p99 ms*ITL p50 ms*accept*verdict",
-        "sim-base*output_throughput*1*(2)*RECORDED",
-        "sim-base*output_throughput*4*(2)*RECORDED",
-        "sim-base*single_stream*1*(2)*RECORDED",
-        "sim-spec*output_throughput*1*(2)*[12].[0-9][0-9]*RECORDED",  # accept length
-        "llmperf verdicts: 6 RECORDED",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*llmperf: output throughput per concurrency*",
+            "profile*test*C*measured mean ± sd (n)*golden*Δ %*req tok/s*TTFT p50/p99 ms*ITL p50 ms*accept*verdict",
+            "sim-base*output_throughput*1*(2)*RECORDED",
+            "sim-base*output_throughput*4*(2)*RECORDED",
+            "sim-base*single_stream*1*(2)*RECORDED",
+            "sim-spec*output_throughput*1*(2)*[12].[0-9][0-9]*RECORDED",  # accept length
+            "llmperf verdicts: 6 RECORDED",
+        ]
+    )
     data = json.loads((pytester.path / "out" / "results.json").read_text())
     assert data["schema"] == 1
-    assert data["fingerprint"]["hard"]["sim-spec"]["server_args"]["speculative_algorithm"] == "EAGLE3"
+    assert (
+        data["fingerprint"]["hard"]["sim-spec"]["server_args"]["speculative_algorithm"] == "EAGLE3"
+    )
     assert data["fingerprint"]["hard"]["sim-base"]["hardware"] == {"key": "sim"}
-    assert data["profiles"]["sim-spec"]["server_info"]["/server_info"]["speculative_algorithm"] == "EAGLE3"
-    points = {(p["profile"], p["test"].split("::")[-1].split("[")[0], p["concurrency"]): p for p in data["points"]}
-    assert set(points) == {(prof, test, c) for prof in ("sim-base", "sim-spec")
-                           for test, c in (("test_output_throughput", 1), ("test_output_throughput", 4),
-                                           ("test_single_stream", 1))}
+    assert (
+        data["profiles"]["sim-spec"]["server_info"]["/server_info"]["speculative_algorithm"]
+        == "EAGLE3"
+    )
+    points = {
+        (p["profile"], p["test"].split("::")[-1].split("[")[0], p["concurrency"]): p
+        for p in data["points"]
+    }
+    assert set(points) == {
+        (prof, test, c)
+        for prof in ("sim-base", "sim-spec")
+        for test, c in (
+            ("test_output_throughput", 1),
+            ("test_output_throughput", 4),
+            ("test_single_stream", 1),
+        )
+    }
     point = points[("sim-spec", "test_output_throughput", 4)]
-    assert point["metric"] == "output_tok_s" and point["verdict"] == "RECORDED" and point["problems"] == []
-    assert len(point["workload"]["prompt_set_sha256"]) == 64 and point["workload"]["requests_per_run"] == 16
+    assert (
+        point["metric"] == "output_tok_s"
+        and point["verdict"] == "RECORDED"
+        and point["problems"] == []
+    )
+    assert (
+        len(point["workload"]["prompt_set_sha256"]) == 64
+        and point["workload"]["requests_per_run"] == 16
+    )
     assert len(point["values"]) == 2 and all(v > 0 for v in point["values"])
     run = point["runs"][0]
     assert run["output_tok_s"] == point["values"][0]
@@ -76,7 +113,10 @@ def test_measures_each_profile_and_level_and_writes_the_results_json(pytester, n
     assert run["ttft_s"]["p50"] > 0 and run["itl_s"]["p50"] > 0 and 1.5 < run["accept_length"] < 3
     assert points[("sim-base", "test_output_throughput", 4)]["runs"][0]["accept_length"] is None
     single = points[("sim-base", "test_single_stream", 1)]
-    assert single["metric"] == "request_tok_s" and single["values"][0] == single["runs"][0]["request_tok_s"]["mean"]
+    assert (
+        single["metric"] == "request_tok_s"
+        and single["values"][0] == single["runs"][0]["request_tok_s"]["mean"]
+    )
     # Each server started exactly once, its log and exact command line in the run directory.
     run_dir = pytester.path / ".llmperf" / "runs"
     logs = sorted(p.name for p in run_dir.glob("*/*"))
@@ -88,7 +128,8 @@ def test_measures_each_profile_and_level_and_writes_the_results_json(pytester, n
 def test_never_two_servers_at_once(pytester, no_leftovers):
     marker = write_profiles(pytester, concurrency="[1, 2]", runs=1)
     no_leftovers.append(marker)
-    pytester.makepyfile(test_overlap=f"""
+    pytester.makepyfile(
+        test_overlap=f"""
         from tests.helpers import processes_with
 
         def test_a(llmperf, llm_concurrency):
@@ -96,7 +137,8 @@ def test_never_two_servers_at_once(pytester, no_leftovers):
 
         def test_b(llmperf):
             assert len(processes_with("{marker}")) == 1
-    """)
+    """
+    )
     result = pytester.runpytest("--llm-profile", "sim-base,sim-spec")
     result.assert_outcomes(passed=6)
 
@@ -106,9 +148,12 @@ def test_unknown_profile_is_a_usage_error_listing_the_available_ones(pytester, n
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     result = pytester.runpytest("--llm-profile", "sim-bsae")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
-        "*unknown profile 'sim-bsae' in *profiles.toml. Did you mean 'sim-base'? Available profiles: sim-base, sim-spec."
-    ])
+    result.stderr.fnmatch_lines(
+        [
+            "*unknown profile 'sim-bsae' in *profiles.toml. Did you mean 'sim-base'? "
+            "Available profiles: sim-base, sim-spec."
+        ]
+    )
 
 
 def test_a_bad_profile_file_names_the_file_profile_and_field(pytester):
@@ -116,7 +161,11 @@ def test_a_bad_profile_file_names_the_file_profile_and_field(pytester):
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     result = pytester.runpytest("--llm-profile", "broken")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*profiles.toml: profile 'broken', field 'runs': got 'three'; expected a positive integer."])
+    result.stderr.fnmatch_lines(
+        [
+            "*profiles.toml: profile 'broken', field 'runs': got 'three'; expected a positive integer."
+        ]
+    )
 
 
 def test_a_server_that_dies_while_loading_fails_fast_with_its_log(pytester, no_leftovers):
@@ -126,46 +175,62 @@ def test_a_server_that_dies_while_loading_fails_fast_with_its_log(pytester, no_l
     result = pytester.runpytest()
     elapsed = time.monotonic() - started
     result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines([
-        "*sim-base: the server exited with code 1 while loading*",
-        "*log: *sim-base.log",
-        "*Loading safetensors checkpoint shards:*5/11*",
-        "*RuntimeError: simulated crash while loading (--sim-crash-while-loading)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*sim-base: the server exited with code 1 while loading*",
+            "*log: *sim-base.log",
+            "*Loading safetensors checkpoint shards:*5/11*",
+            "*RuntimeError: simulated crash while loading (--sim-crash-while-loading)*",
+        ]
+    )
     assert elapsed < 15, f"took {elapsed:.1f} s"
 
 
 def test_a_server_that_dies_mid_run_fails_that_test_and_skips_the_rest(pytester, no_leftovers):
     # C=1 uses 1 warm-up + 2 runs x 4 requests; the crash comes during C=2.
-    no_leftovers.append(write_profiles(pytester, concurrency="[1, 2, 4]", runs=2,
-                                       extra_args='"--sim-crash-after-requests", "10"'))
+    no_leftovers.append(
+        write_profiles(
+            pytester,
+            concurrency="[1, 2, 4]",
+            runs=2,
+            extra_args='"--sim-crash-after-requests", "10"',
+        )
+    )
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     result = pytester.runpytest("-rs", "--perf-update", "--perf-update-runs", "2")
     result.assert_outcomes(passed=1, failed=1, skipped=1)
-    result.stdout.fnmatch_lines([
-        "*sim-base: the server exited with code 1 while it was being measured.*",
-        "*RuntimeError: simulated crash after 10 requests*",
-        "*The remaining tests of profile sim-base are skipped.*",
-        "SKIPPED*sim-base: the server exited with code 1 while it was being measured; see *sim-base.log",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*sim-base: the server exited with code 1 while it was being measured.*",
+            "*RuntimeError: simulated crash after 10 requests*",
+            "*The remaining tests of profile sim-base are skipped.*",
+            "SKIPPED*sim-base: the server exited with code 1 while it was being measured; see *sim-base.log",
+        ]
+    )
 
 
 def test_failed_requests_make_the_point_invalid(pytester, no_leftovers):
-    no_leftovers.append(write_profiles(pytester, concurrency="[2]", extra_args='"--sim-fail-every", "5"'))
+    no_leftovers.append(
+        write_profiles(pytester, concurrency="[2]", extra_args='"--sim-fail-every", "5"')
+    )
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     result = pytester.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*sim-base C=2: INVALID, output_tok_s * is not a measurement of the server:",
-        "*run 1: * of 8 requests failed; first: server error: simulated failure of request *",
-        "sim-base*output_throughput*2*INVALID",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*sim-base C=2: INVALID, output_tok_s * is not a measurement of the server:",
+            "*run 1: * of 8 requests failed; first: server error: simulated failure of request *",
+            "sim-base*output_throughput*2*INVALID",
+        ]
+    )
 
 
 def test_a_client_that_sets_the_pace_is_flagged_not_reported(pytester):
     # A zero-delay server (engine = "command"): the whole stream arrives at once, so the
     # load generator, not the server, is the limit.
-    write_profiles(pytester, """
+    write_profiles(
+        pytester,
+        """
         [profiles.zero-delay]
         engine = "command"
         command = ["{python}", "-m", "pytest_llmperf.sim.paced", "--port", "{port}", "--itl-ms", "0"]
@@ -176,14 +241,21 @@ def test_a_client_that_sets_the_pace_is_flagged_not_reported(pytester):
         min_requests = 4
         ready_timeout_s = 30
         shutdown_timeout_s = 5
-    """)
+    """,
+    )
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     result = pytester.runpytest("--llm-profile", "zero-delay")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["zero-delay C=64: INVALID, output_tok_s * is not a measurement of the server:",
-                                 "  run 1: client-bound: *"])
+    result.stdout.fnmatch_lines(
+        [
+            "zero-delay C=64: INVALID, output_tok_s * is not a measurement of the server:",
+            "  run 1: client-bound: *",
+        ]
+    )
     # Which signal trips first depends on how the OS shares the 2 cores; both mean the same.
-    assert "% of a CPU core" in result.stdout.str() or "ms late at the median" in result.stdout.str()
+    assert (
+        "% of a CPU core" in result.stdout.str() or "ms late at the median" in result.stdout.str()
+    )
 
 
 def test_attach_to_a_running_server_neither_launches_nor_stops_it(pytester):
@@ -191,14 +263,20 @@ def test_attach_to_a_running_server_neither_launches_nor_stops_it(pytester):
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     server = start_sim()
     try:
-        result = pytester.runpytest("--llm-profile", "sim-base", "--llm-server-url", server.url, "--perf-update")
+        result = pytester.runpytest(
+            "--llm-profile", "sim-base", "--llm-server-url", server.url, "--perf-update"
+        )
         result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines([f"llmperf: profiles sim-base (*); attached to {server.url}"])
         assert server.proc.poll() is None
         assert not (pytester.path / ".llmperf").exists()  # nothing launched, no run directory
-        usage = pytester.runpytest("--llm-profile", "sim-base,sim-spec", "--llm-server-url", server.url)
+        usage = pytester.runpytest(
+            "--llm-profile", "sim-base,sim-spec", "--llm-server-url", server.url
+        )
         assert usage.ret == pytest.ExitCode.USAGE_ERROR
-        usage.stderr.fnmatch_lines(["*--llm-server-url attaches one server to one profile; 2 are selected*"])
+        usage.stderr.fnmatch_lines(
+            ["*--llm-server-url attaches one server to one profile; 2 are selected*"]
+        )
     finally:
         server.stop()
 
@@ -208,10 +286,14 @@ def test_ini_keys_select_profiles_and_levels(pytester, no_leftovers):
     # server on 2 cores can wait a few ms between requests, which the client-bound check rightly
     # flags on 40 ms requests (seen in CI: 3.4 ms, 8 %) but which is noise on these.
     no_leftovers.append(write_profiles(pytester, output_len=256))
-    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_profiles = sim-spec\n"
-                     "llmperf_concurrency = 2\nllmperf_client_workers = 2\n")
+    pytester.makeini(
+        "[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_profiles = sim-spec\n"
+        "llmperf_concurrency = 2\nllmperf_client_workers = 2\n"
+    )
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-    result = pytester.runpytest_subprocess("-v", "--perf-update", "--perf-update-runs", "3")  # workers: own processes
+    result = pytester.runpytest_subprocess(
+        "-v", "--perf-update", "--perf-update-runs", "3"
+    )  # workers: own processes
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_output_throughput?sim-spec-C2? PASSED*"])
 
@@ -219,8 +301,14 @@ def test_ini_keys_select_profiles_and_levels(pytester, no_leftovers):
 def test_invalid_option_values_are_usage_errors(pytester):
     write_profiles(pytester)
     for args, message in (
-        (["--llm-concurrency", "1,x"], "*--llm-concurrency: 'x' is not a positive integer. Example: --llm-concurrency 1,2,5*"),
-        (["--llm-client-transport", "curl"], "*--llm-client-transport: 'curl' is not valid. Valid values: aiohttp, httpx.*"),
+        (
+            ["--llm-concurrency", "1,x"],
+            "*--llm-concurrency: 'x' is not a positive integer. Example: --llm-concurrency 1,2,5*",
+        ),
+        (
+            ["--llm-client-transport", "curl"],
+            "*--llm-client-transport: 'curl' is not valid. Valid values: aiohttp, httpx.*",
+        ),
         (["--llm-client-workers", "0"], "*--llm-client-workers: '0' is not a positive integer.*"),
     ):
         result = pytester.runpytest(*args)

@@ -26,23 +26,44 @@ def project(pytester):
 
 def test_same_run_speedup_crossover_reports_and_exports(pytester, project):
     # The sim reports itself as SGLang 0.5.23, whose adaptive speculation has a no-speculation tier.
-    write_profiles(pytester, marker=project, concurrency=LEVELS, runs=3, output_len=64, min_requests=16,
-                   extra_args='"--sim-report-version", "0.5.23"')  # 16 per run: speedup > 1 at C = 1 is asserted
+    write_profiles(
+        pytester,
+        marker=project,
+        concurrency=LEVELS,
+        runs=3,
+        output_len=64,
+        min_requests=16,
+        extra_args='"--sim-report-version", "0.5.23"',
+    )  # 16 per run: speedup > 1 at C = 1 is asserted
     result = pytester.runpytest(
-        "--llm-profile", "sim-base,sim-spec", "--perf-update", "--perf-update-runs", "3",
-        "--perf-report", "report", "--perf-json", "out.json", "--junitxml", "junit.xml",
-        "--perf-benchmark-json", "bench.json")
+        "--llm-profile",
+        "sim-base,sim-spec",
+        "--perf-update",
+        "--perf-update-runs",
+        "3",
+        "--perf-report",
+        "report",
+        "--perf-json",
+        "out.json",
+        "--junitxml",
+        "junit.xml",
+        "--perf-benchmark-json",
+        "bench.json",
+    )
     result.assert_outcomes(passed=6)  # 2 levels x 2 profiles, then 2 speedups
-    result.stdout.fnmatch_lines([
-        "sim-spec vs sim-base (output_throughput), same run:",
-        "*C  speedup  95 % CI*accept  break-even accept  base drift  gate",
-        "  crossover at C = 64: speedup 0.* slower; keep speculation up to C = 1*, disable above: --speculative-adaptive "
-        "with a no-speculation bucket from batch size 2 (--speculative-adaptive-config: bucket \"2\" with candidate "
-        "steps ?0?)",
-        "llmperf verdicts: 6 RECORDED",
-        "report: *summary.md and 3 plot(s)",
-        "report: pytest-benchmark JSON: *bench.json",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "sim-spec vs sim-base (output_throughput), same run:",
+            "*C  speedup  95 % CI*accept  break-even accept  base drift  gate",
+            "  crossover at C = 64: speedup 0.* slower; keep speculation up to C = 1*, disable above: "
+            "--speculative-adaptive "
+            'with a no-speculation bucket from batch size 2 (--speculative-adaptive-config: bucket "2" with candidate '
+            "steps ?0?)",
+            "llmperf verdicts: 6 RECORDED",
+            "report: *summary.md and 3 plot(s)",
+            "report: pytest-benchmark JSON: *bench.json",
+        ]
+    )
 
     data = json.loads((pytester.path / "out.json").read_text())
     (spec,) = data["speculative"]
@@ -60,7 +81,10 @@ def test_same_run_speedup_crossover_reports_and_exports(pytester, project):
     report = pytester.path / "report"
     summary = (report / "summary.md").read_text()
     assert "## Speculative decoding: sim-spec vs sim-base (same run)" in summary
-    assert "| C | speedup | 95 % interval | | accept length | break-even accept | base drift | gate |" in summary
+    assert (
+        "| C | speedup | 95 % interval | | accept length | break-even accept | base drift | gate |"
+        in summary
+    )
     assert "| sim-spec | 64 |" in summary and "**Advice:** crossover at C = 64" in summary
     for name in ("throughput.png", "speedup.png", "latency.png"):
         png = (report / name).read_bytes()
@@ -69,49 +93,99 @@ def test_same_run_speedup_crossover_reports_and_exports(pytester, project):
         assert width >= 900 and height >= 500, (name, width, height)
         assert f"![{name[:-4]}]({name})" in summary
 
-    cases = {case.get("name"): case for case in ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")}
-    props = {name: {p.get("name"): p.get("value") for p in case.iter("property")} for name, case in cases.items()}
+    cases = {
+        case.get("name"): case
+        for case in ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
+    }
+    props = {
+        name: {p.get("name"): p.get("value") for p in case.iter("property")}
+        for name, case in cases.items()
+    }
     assert props["test_output_throughput[sim-spec-C64]"]["llmperf_verdict"] == "RECORDED"
     assert float(props["test_output_throughput[sim-spec-C64]"]["llmperf_measured"]) > 0
-    assert props["test_speculative_speedup[sim-spec-vs-sim-base-C64]"]["llmperf_metric"] == "speedup"
+    assert (
+        props["test_speculative_speedup[sim-spec-vs-sim-base-C64]"]["llmperf_metric"] == "speedup"
+    )
 
     # pytest-benchmark's own tool reads the export.
-    compare = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", "--columns=mean,ops,rounds",
-                              str(pytester.path / "bench.json")], capture_output=True, text=True, timeout=60)
+    compare = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchmark",
+            "compare",
+            "--columns=mean,ops,rounds",
+            str(pytester.path / "bench.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert compare.returncode == 0, compare.stderr
     assert "test_output_throughput[sim-spec-C64]" in compare.stdout
     bench = json.loads((pytester.path / "bench.json").read_text())
-    entry = next(b for b in bench["benchmarks"] if b["name"] == "test_output_throughput[sim-base-C1]")
+    entry = next(
+        b for b in bench["benchmarks"] if b["name"] == "test_output_throughput[sim-base-C1]"
+    )
     assert entry["stats"]["rounds"] == 3 and entry["stats"]["ops"] == pytest.approx(
-        1 / (sum(1 / v for v in entry["extra_info"]["output_tok_s"]) / 3))
+        1 / (sum(1 / v for v in entry["extra_info"]["output_tok_s"]) / 3)
+    )
 
 
-def test_speedup_gate_fails_when_speculation_loses_its_benefit_though_both_figures_pass(pytester, project):
+def test_speedup_gate_fails_when_speculation_loses_its_benefit_though_both_figures_pass(
+    pytester, project
+):
     args = ("--llm-profile", "sim-base,sim-spec", "--llm-concurrency", "1")
     pytester.runpytest(*args, "--perf-update", "--perf-update-runs", "6").assert_outcomes(passed=3)
 
     # Both servers 10 % faster (a new driver, say), and the drafter accepts fewer tokens: the
     # speculative figure drops 11 % (within its 15 % margin), the base gains 10 % (passes),
     # the speedup falls about 19 %.
-    write_profiles(pytester, marker=project, concurrency=LEVELS, runs=3, output_len=64, min_requests=8,
-                   extra_args='"--sim-throughput-multiplier", "1.1"', spec_args='"--sim-accept-length", "1.7"')
+    write_profiles(
+        pytester,
+        marker=project,
+        concurrency=LEVELS,
+        runs=3,
+        output_len=64,
+        min_requests=8,
+        extra_args='"--sim-throughput-multiplier", "1.1"',
+        spec_args='"--sim-accept-length", "1.7"',
+    )
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines([
-        "sim-spec vs sim-base C=1: 0.* vs golden 1.* (\u2212*%, p=*, n=3 vs 6) \u2014 FAIL, margin 15 %",
-    ])
-    assert "FAIL sim-base C=1" not in result.stdout.str() and "FAIL sim-spec C=1:" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "sim-spec vs sim-base C=1: 0.* vs golden 1.* (\u2212*%, p=*, n=3 vs 6) \u2014 FAIL, margin 15 %"
+        ]
+    )
+    assert (
+        "FAIL sim-base C=1" not in result.stdout.str()
+        and "FAIL sim-spec C=1:" not in result.stdout.str()
+    )
 
 
-def test_a_b_a_reports_the_base_drift_and_invalidates_the_speedup_beyond_the_margin(pytester, project):
+def test_a_b_a_reports_the_base_drift_and_invalidates_the_speedup_beyond_the_margin(
+    pytester, project
+):
     args = ("--llm-profile", "sim-base,sim-spec", "--llm-concurrency", "1", "--perf-aba")
-    result = pytester.runpytest(*args, "--perf-update", "--perf-update-runs", "3", "--perf-json", "out.json")
+    result = pytester.runpytest(
+        *args, "--perf-update", "--perf-update-runs", "3", "--perf-json", "out.json"
+    )
     # Base, speculative, base again; the second base measurement is not recorded or gated.
     result.assert_outcomes(passed=4)
-    order = [line.split("::")[1].split(" ")[0] for line in result.outlines if line.startswith("test_perf.py::")]
-    assert order == [] or order[:3] == ["test_output_throughput[sim-base-C1]", "test_output_throughput[sim-spec-C1]",
-                                        "test_output_throughput[sim-base@after-C1]"]
-    drift = json.loads((pytester.path / "out.json").read_text())["speculative"][0]["base_drift"]["1"]
+    order = [
+        line.split("::")[1].split(" ")[0]
+        for line in result.outlines
+        if line.startswith("test_perf.py::")
+    ]
+    assert order == [] or order[:3] == [
+        "test_output_throughput[sim-base-C1]",
+        "test_output_throughput[sim-spec-C1]",
+        "test_output_throughput[sim-base@after-C1]",
+    ]
+    drift = json.loads((pytester.path / "out.json").read_text())["speculative"][0]["base_drift"][
+        "1"
+    ]
     assert 0.9 < drift < 1.1
     golden = json.loads((pytester.path / "baselines" / "sim-base" / "sim.json").read_text())
     assert not (pytester.path / "baselines" / "sim-base@after").exists()
@@ -120,16 +194,30 @@ def test_a_b_a_reports_the_base_drift_and_invalidates_the_speedup_beyond_the_mar
     # A drift margin no real pair of launches meets: the speedup is INVALID, not a number.
     result = pytester.runpytest(*args, "--perf-drift-margin", "0.000001")
     result.assert_outcomes(passed=3, failed=1)
-    result.stdout.fnmatch_lines([
-        "*sim-spec vs sim-base C=1: speedup INVALID:",
-        "  the base drifted * % between its measurements before and after sim-spec (more than the 0.0001 % drift "
-        "margin), so no speedup from this run is trustworthy",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*sim-spec vs sim-base C=1: speedup INVALID:",
+            "  the base drifted * % between its measurements before and after sim-spec (more than the 0.0001 % drift "
+            "margin), so no speedup from this run is trustworthy",
+        ]
+    )
 
 
 def test_without_the_base_the_speedup_test_skips_saying_how_to_run_it(pytester, project):
-    result = pytester.runpytest("--llm-profile", "sim-spec", "--llm-concurrency", "1", "--perf-update",
-                                "--perf-update-runs", "3", "-rs")
+    result = pytester.runpytest(
+        "--llm-profile",
+        "sim-spec",
+        "--llm-concurrency",
+        "1",
+        "--perf-update",
+        "--perf-update-runs",
+        "3",
+        "-rs",
+    )
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*no speculative profile was selected together with its base profile; "
-                                 "select a pair, e.g. --llm-profile=sim-base,sim-spec"])
+    result.stdout.fnmatch_lines(
+        [
+            "*no speculative profile was selected together with its base profile; "
+            "select a pair, e.g. --llm-profile=sim-base,sim-spec"
+        ]
+    )

@@ -15,13 +15,17 @@ PROG = "sglang serve" if V >= (0, 5, 23) else "launch_server.py"
 
 
 def refuse(message: str) -> None:
-    print(f"usage: {PROG} [-h] --model-path MODEL_PATH ...\n{PROG}: error: {message}", file=sys.stderr)
+    print(
+        f"usage: {PROG} [-h] --model-path MODEL_PATH ...\n{PROG}: error: {message}", file=sys.stderr
+    )
     sys.exit(2)
 
 
 flags = [a.split("=", 1)[0] for a in sys.argv[1:] if a.startswith("--")]
 if V >= (0, 5, 20) and "--cuda-graph-max-bs" in flags:
-    refuse("ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill")
+    refuse(
+        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
+    )
 for new_flag in ("--cuda-graph-max-bs-decode", "--flashinfer-allreduce-fusion-backend"):
     if V < (0, 5, 14) and new_flag in flags:
         refuse(f"unrecognized arguments: {new_flag}")

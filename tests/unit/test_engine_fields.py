@@ -30,28 +30,48 @@ def llama_files(tmp_path):
     return binary, model
 
 
-def test_llamacpp_builds_its_command_from_binary_and_model_relative_to_the_profiles_file(tmp_path, llama_files):
+def test_llamacpp_builds_its_command_from_binary_and_model_relative_to_the_profiles_file(
+    tmp_path, llama_files
+):
     binary, model = llama_files
-    p = profiles(tmp_path, """
+    p = profiles(
+        tmp_path,
+        """
         [profiles.llama]
         engine = "llamacpp"
         binary = "../bin/llama-server"
         model = "../m.gguf"
         args = ["-np", "4"]
-    """)["llama"]
+    """,
+    )["llama"]
     command = build_command(p, "127.0.0.1", 8123, tmp_path)
     assert [os.path.realpath(c) for c in command[:3:2]] == [str(binary), str(model)]
-    assert command[1::2][:3] == ["-m", "--host", "--port"] and command[-4:] == ["--port", "8123", "-np", "4"]
+    assert command[1::2][:3] == ["-m", "--host", "--port"] and command[-4:] == [
+        "--port",
+        "8123",
+        "-np",
+        "4",
+    ]
     assert p.readiness_path == "/health" and p.api == "sglang" and not p.speculative
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ('binary = "../bin/nothing-here"\nmodel = "../m.gguf"',
-     "llama-server {tmp}/conf/../bin/nothing-here is not an executable file ({tmp}/conf/profiles.toml, profile "
-     "'llama', field 'binary')"),
-    ('binary = "../bin/llama-server"\nmodel = "absent.gguf"', "the GGUF model {tmp}/conf/absent.gguf does not exist"),
-])
-def test_llamacpp_says_which_field_to_fix_when_a_file_is_missing(tmp_path, llama_files, fields, message):
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            'binary = "../bin/nothing-here"\nmodel = "../m.gguf"',
+            "llama-server {tmp}/conf/../bin/nothing-here is not an executable file ({tmp}/conf/profiles.toml, profile "
+            "'llama', field 'binary')",
+        ),
+        (
+            'binary = "../bin/llama-server"\nmodel = "absent.gguf"',
+            "the GGUF model {tmp}/conf/absent.gguf does not exist",
+        ),
+    ],
+)
+def test_llamacpp_says_which_field_to_fix_when_a_file_is_missing(
+    tmp_path, llama_files, fields, message
+):
     p = profiles(tmp_path, f'[profiles.llama]\nengine = "llamacpp"\n{fields}\n')["llama"]
     with pytest.raises(ServerStartError) as excinfo:
         build_command(p, "127.0.0.1", 1, tmp_path)
@@ -65,7 +85,9 @@ def test_llamacpp_args_must_not_set_what_the_plugin_sets(tmp_path):
 
 
 def test_health_path_and_speculation_are_fields_with_engine_defaults(tmp_path):
-    got = profiles(tmp_path, """
+    got = profiles(
+        tmp_path,
+        """
         [profiles.plain]
         engine = "command"
         command = ["srv", "--port", "{port}"]
@@ -84,17 +106,25 @@ def test_health_path_and_speculation_are_fields_with_engine_defaults(tmp_path):
         [profiles.sim]
         args = ["--speculative-algorithm", "EAGLE3"]
         speculative = false
-    """)
+    """,
+    )
     assert (got["plain"].readiness_path, got["plain"].speculative) == ("/health", False)
-    assert (got["vllm"].readiness_path, got["vllm"].speculative, got["vllm"].base_profile) == ("/ping", True, "plain")
+    assert (got["vllm"].readiness_path, got["vllm"].speculative, got["vllm"].base_profile) == (
+        "/ping",
+        True,
+        "plain",
+    )
     assert got["draft"].speculative  # llama.cpp's draft model flag
     assert got["sim"].readiness_path == "/health_generate" and not got["sim"].speculative
 
 
-@pytest.mark.parametrize(("field", "expected"), [
-    ('health_path = "health"', "field 'health_path': got 'health'; expected a URL path"),
-    ('speculative = "yes"', "field 'speculative': got 'yes'; expected true or false"),
-])
+@pytest.mark.parametrize(
+    ("field", "expected"),
+    [
+        ('health_path = "health"', "field 'health_path': got 'health'; expected a URL path"),
+        ('speculative = "yes"', "field 'speculative': got 'yes'; expected true or false"),
+    ],
+)
 def test_bad_new_fields_name_the_field(tmp_path, field, expected):
     with pytest.raises(ProfileError, match=expected):
         profiles(tmp_path, f"[profiles.p]\n{field}\n")

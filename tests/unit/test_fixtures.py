@@ -22,35 +22,56 @@ SPEEDUP_TEST = "perf_suites/test_throughput.py::test_speculative_speedup[sim-spe
 def session(tmp_path: Path) -> LLMPerfSession:
     source = tmp_path / "profiles.toml"
     base = Profile("sim-base", source)
-    spec = Profile("sim-spec", source, args=("--speculative-algorithm", "EAGLE3"), base_profile="sim-base")
-    state = LLMPerfSession(Settings(baseline_dir=tmp_path / "baselines"), None, [base, spec], tmp_path / "run")
+    spec = Profile(
+        "sim-spec", source, args=("--speculative-algorithm", "EAGLE3"), base_profile="sim-base"
+    )
+    state = LLMPerfSession(
+        Settings(baseline_dir=tmp_path / "baselines"), None, [base, spec], tmp_path / "run"
+    )
     for name in ("sim-base", "sim-spec"):
         state.fingerprints[name] = Fingerprint(dict(HARD), {})
     return state
 
 
-def golden(session: LLMPerfSession, profile: str, key: str, values: list[float], workload: dict) -> None:
-    entry = {"runs": [{"value": v} for v in values], "summary": {"mean": sum(values) / len(values)},
-             "workload": workload}
-    session.goldens[session.golden_file(profile)] = {"fingerprint": {"hard": HARD, "soft": {}}, "points": {key: entry}}
+def golden(
+    session: LLMPerfSession, profile: str, key: str, values: list[float], workload: dict
+) -> None:
+    entry = {
+        "runs": [{"value": v} for v in values],
+        "summary": {"mean": sum(values) / len(values)},
+        "workload": workload,
+    }
+    session.goldens[session.golden_file(profile)] = {
+        "fingerprint": {"hard": HARD, "soft": {}},
+        "points": {key: entry},
+    }
 
 
-@pytest.mark.parametrize(("marker", "kwargs", "expected"), [
-    ({}, {}, Margins(0.15, 0.05)),
-    ({"fail_margin": 0.3}, {}, Margins(0.3, 0.05)),
-    ({"fail_margin": 0.3, "warn_margin": 0.1}, {"warn_margin": 0.02}, Margins(0.3, 0.02)),
-])
+@pytest.mark.parametrize(
+    ("marker", "kwargs", "expected"),
+    [
+        ({}, {}, Margins(0.15, 0.05)),
+        ({"fail_margin": 0.3}, {}, Margins(0.3, 0.05)),
+        ({"fail_margin": 0.3, "warn_margin": 0.1}, {"warn_margin": 0.02}, Margins(0.3, 0.02)),
+    ],
+)
 def test_margins_profile_then_marker_then_the_checks_arguments(marker, kwargs, expected):
     assert margins(Profile("p", Path("x")), marker, **kwargs) == expected
 
 
-@pytest.mark.parametrize(("values", "outcome"), [([100.0, 101.0, 99.0], Outcome.PASS),
-                                                ([60.0, 61.0, 59.0], Outcome.FAIL)])
+@pytest.mark.parametrize(
+    ("values", "outcome"),
+    [([100.0, 101.0, 99.0], Outcome.PASS), ([60.0, 61.0, 59.0], Outcome.FAIL)],
+)
 def test_llmperf_check_decides_against_the_golden(session, values, outcome):
     point = measured("sim-base", 4, values)
     golden(session, "sim-base", point.key, [99.0, 100.0, 101.0] * 3 + [100.0], point.workload)
-    fixture = LLMPerfFixture(session.profile("sim-base"), server=None, session=session,  # type: ignore[arg-type]
-                             nodeid=point.test)
+    fixture = LLMPerfFixture(
+        session.profile("sim-base"),
+        server=None,
+        session=session,  # type: ignore[arg-type]
+        nodeid=point.test,
+    )
     if outcome is Outcome.FAIL:
         with pytest.raises(pytest.fail.Exception, match="sim-base C=4: 60.0 tok/s vs golden 100.0"):
             fixture.check(point)
@@ -62,7 +83,9 @@ def test_llmperf_check_decides_against_the_golden(session, values, outcome):
 def test_llmperf_check_fails_an_invalid_point_before_looking_at_goldens(session):
     point = measured("sim-base", 4, [100.0], problems=("1 of 16 requests failed; first: HTTP 500",))
     fixture = LLMPerfFixture(session.profile("sim-base"), None, session, point.test)  # type: ignore[arg-type]
-    with pytest.raises(pytest.fail.Exception, match="INVALID, output_tok_s 100.0 is not a measurement"):
+    with pytest.raises(
+        pytest.fail.Exception, match="INVALID, output_tok_s 100.0 is not a measurement"
+    ):
         fixture.check(point)
     assert point.verdict is Outcome.INVALID and not session.pending
 
@@ -72,29 +95,54 @@ def test_llmperf_check_under_update_queues_the_point(session):
     point = measured("sim-base", 4, [100.0, 102.0])
     LLMPerfFixture(session.profile("sim-base"), None, session, point.test).check(point)  # type: ignore[arg-type]
     (pending,) = session.pending.values()
-    assert point.outcome is Outcome.RECORDED and [r.value for r in pending.points[0].runs] == [100.0, 102.0]
+    assert point.outcome is Outcome.RECORDED and [r.value for r in pending.points[0].runs] == [
+        100.0,
+        102.0,
+    ]
 
 
 def speedup_fixture(session: LLMPerfSession) -> LLMPerfSpeedupFixture:
-    return LLMPerfSpeedupFixture(session.profile("sim-spec"), session.profile("sim-base"), 4, session, SPEEDUP_TEST)
+    return LLMPerfSpeedupFixture(
+        session.profile("sim-spec"), session.profile("sim-base"), 4, session, SPEEDUP_TEST
+    )
 
 
 def test_speedup_samples_pair_the_runs_and_pass_against_the_golden_speedup(session):
-    session.points += [measured("sim-spec", 4, [110.0, 120.0, 130.0]), measured("sim-base", 4, [100.0, 100.0, 100.0])]
-    workload = {"of": f"{TEST}[C=4]", "base_profile": "sim-base",
-                "base_fingerprint": session.fingerprints["sim-base"].comparability_hash}
-    golden(session, "sim-spec", "perf_suites/test_throughput.py::test_speculative_speedup[C=4]",
-           [1.18, 1.2, 1.22] * 3 + [1.2], workload)
+    session.points += [
+        measured("sim-spec", 4, [110.0, 120.0, 130.0]),
+        measured("sim-base", 4, [100.0, 100.0, 100.0]),
+    ]
+    workload = {
+        "of": f"{TEST}[C=4]",
+        "base_profile": "sim-base",
+        "base_fingerprint": session.fingerprints["sim-base"].comparability_hash,
+    }
+    golden(
+        session,
+        "sim-spec",
+        "perf_suites/test_throughput.py::test_speculative_speedup[C=4]",
+        [1.18, 1.2, 1.22] * 3 + [1.2],
+        workload,
+    )
     point = speedup_fixture(session).check()
     assert point.values == pytest.approx((1.1, 1.2, 1.3))
-    assert point.outcome is Outcome.PASS and point.label == "sim-spec vs sim-base C=4" and point.unit == "x"
+    assert (
+        point.outcome is Outcome.PASS
+        and point.label == "sim-spec vs sim-base C=4"
+        and point.unit == "x"
+    )
     assert session.speedups == [point]
 
 
 def test_a_speedup_is_invalid_when_the_base_drifted_between_its_two_measurements(session):
-    session.points += [measured("sim-spec", 4, [110.0]), measured("sim-base", 4, [100.0]),
-                       measured("sim-base@after", 4, [90.0])]
-    with pytest.raises(pytest.fail.Exception, match="speedup INVALID:\n  the base drifted \u221210.0 %"):
+    session.points += [
+        measured("sim-spec", 4, [110.0]),
+        measured("sim-base", 4, [100.0]),
+        measured("sim-base@after", 4, [90.0]),
+    ]
+    with pytest.raises(
+        pytest.fail.Exception, match="speedup INVALID:\n  the base drifted \u221210.0 %"
+    ):
         speedup_fixture(session).check()
 
 

@@ -20,9 +20,15 @@ SOFT = {"server_version": "0.5.19", "python": "3.11.7"}
 
 def golden_file(point, values=(100.0,) * 10, workload=None, hard=None, soft=None):
     runs = [{"value": v} for v in values]
-    entry = {"runs": runs, "summary": {"mean": sum(values) / len(values), "n": len(values)},
-             "workload": point.workload if workload is None else workload}
-    return {"fingerprint": {"hard": hard or HARD, "soft": soft or SOFT}, "points": {point.key: entry}}
+    entry = {
+        "runs": runs,
+        "summary": {"mean": sum(values) / len(values), "n": len(values)},
+        "workload": point.workload if workload is None else workload,
+    }
+    return {
+        "fingerprint": {"hard": hard or HARD, "soft": soft or SOFT},
+        "points": {point.key: entry},
+    }
 
 
 def fails(call, *args, **kwargs) -> str:
@@ -34,45 +40,63 @@ def fails(call, *args, **kwargs) -> str:
 def test_a_missing_golden_or_point_fails_with_the_command_that_records_it():
     point = measured("p", 4, [100.0])
     for golden in (None, {"fingerprint": {"hard": HARD}, "points": {}}):
-        message = fails(check.compare, point, golden, PATH, Fingerprint(HARD, SOFT), "pytest x --perf-update")
+        message = fails(
+            check.compare, point, golden, PATH, Fingerprint(HARD, SOFT), "pytest x --perf-update"
+        )
         assert point.outcome is Outcome.MISSING
-        assert message == (f"p C=4: no golden baseline in {PATH} for {point.key}.\n"
-                           "  Record it: pytest x --perf-update")
+        assert message == (
+            f"p C=4: no golden baseline in {PATH} for {point.key}.\n"
+            "  Record it: pytest x --perf-update"
+        )
 
 
-@pytest.mark.parametrize(("hard", "workload", "expected"), [
-    ({**HARD, "server_args": {"tp_size": 4}}, None, 'server_args.tp_size: 4 → 8'),
-    ({**HARD, "model": "other"}, None, 'model: "other" → "m"'),
-    (None, {"api": "openai", "output_len": 64}, 'workload.api: "openai" → "sglang"'),
-])
+@pytest.mark.parametrize(
+    ("hard", "workload", "expected"),
+    [
+        ({**HARD, "server_args": {"tp_size": 4}}, None, "server_args.tp_size: 4 → 8"),
+        ({**HARD, "model": "other"}, None, 'model: "other" → "m"'),
+        (None, {"api": "openai", "output_len": 64}, 'workload.api: "openai" → "sglang"'),
+    ],
+)
 def test_a_hard_difference_is_incomparable_with_the_diff_and_the_fix(hard, workload, expected):
     point = measured("p", 4, [100.0])
     golden = golden_file(point, hard=hard, workload=workload)
-    message = fails(check.compare, point, golden, PATH, Fingerprint(HARD, SOFT), "pytest x --perf-update")
+    message = fails(
+        check.compare, point, golden, PATH, Fingerprint(HARD, SOFT), "pytest x --perf-update"
+    )
     assert point.outcome is Outcome.INCOMPARABLE
-    assert expected in message and "re-record (and review the diff): pytest x --perf-update" in message
+    assert (
+        expected in message and "re-record (and review the diff): pytest x --perf-update" in message
+    )
 
 
 def test_soft_differences_are_noted_never_blocking():
     point = measured("p", 4, [100.0])
     golden = golden_file(point, soft={**SOFT, "server_version": "0.5.19"})
-    entry = check.compare(point, golden, PATH, Fingerprint(HARD, {**SOFT, "server_version": "0.5.23"}), "cmd")
+    entry = check.compare(
+        point, golden, PATH, Fingerprint(HARD, {**SOFT, "server_version": "0.5.23"}), "cmd"
+    )
     assert entry is golden["points"][point.key]
     assert point.environment_changes == ['server_version: "0.5.19" → "0.5.23"']
 
 
-@pytest.mark.parametrize(("values", "outcome", "fails_test"), [
-    ([100.0, 101.0, 99.0], Outcome.PASS, False),
-    ([90.0, 90.5, 89.5], Outcome.WARN, False),
-    ([70.0, 70.5, 69.5], Outcome.FAIL, True),
-    ([120.0, 121.0, 119.0], Outcome.IMPROVED, False),
-])
+@pytest.mark.parametrize(
+    ("values", "outcome", "fails_test"),
+    [
+        ([100.0, 101.0, 99.0], Outcome.PASS, False),
+        ([90.0, 90.5, 89.5], Outcome.WARN, False),
+        ([70.0, 70.5, 69.5], Outcome.FAIL, True),
+        ([120.0, 121.0, 119.0], Outcome.IMPROVED, False),
+    ],
+)
 def test_conclude_stores_the_verdict_and_fails_only_what_does_not_pass(values, outcome, fails_test):
     point = measured("p", 4, values)
     point.environment_changes = ["python: a → b"]
     golden_values = [99.0, 100.0, 101.0] * 3 + [100.0]
     entry = golden_file(point, values=golden_values)["points"][point.key]
-    verdict = decide(point.values, golden_values, fail_margin=0.15, warn_margin=0.05, last_stage=True)
+    verdict = decide(
+        point.values, golden_values, fail_margin=0.15, warn_margin=0.05, last_stage=True
+    )
     if fails_test:
         message = fails(check.conclude, point, verdict, entry, PATH, 0.15)
         assert message.startswith("p C=4: 70.0 tok/s vs golden 100.0 (\u221230.0 %")
@@ -83,29 +107,44 @@ def test_conclude_stores_the_verdict_and_fails_only_what_does_not_pass(values, o
     assert point.ratio == pytest.approx(sum(values) / 300.0)
 
 
-@pytest.mark.parametrize(("new", "pool", "accept_worse", "refused", "why"), [
-    (100.0, False, None, False, "--perf-update"),
-    (80.0, False, None, True, None),
-    (80.0, False, "driver 590, #123", False, "driver 590, #123"),
-    (80.0, True, None, False, "--perf-update --perf-pool"),
-])
-def test_a_worse_golden_replaces_the_old_one_only_when_the_user_says_why(new, pool, accept_worse, refused, why):
+@pytest.mark.parametrize(
+    ("new", "pool", "accept_worse", "refused", "why"),
+    [
+        (100.0, False, None, False, "--perf-update"),
+        (80.0, False, None, True, None),
+        (80.0, False, "driver 590, #123", False, "driver 590, #123"),
+        (80.0, True, None, False, "--perf-update --perf-pool"),
+    ],
+)
+def test_a_worse_golden_replaces_the_old_one_only_when_the_user_says_why(
+    new, pool, accept_worse, refused, why
+):
     point = measured("p", 4, [new, new])
     old = {"summary": {"mean": 100.0, "n": 10}}
     runs = [PendingRun(new, "l", 10, 640, None)] * 2
     if refused:
-        message = fails(check.pending, point, runs, old, pool=pool, accept_worse=accept_worse, warn_margin=0.05)
+        message = fails(
+            check.pending, point, runs, old, pool=pool, accept_worse=accept_worse, warn_margin=0.05
+        )
         assert point.outcome is Outcome.FAIL
         assert "refusing to replace the golden 100.0 with 80.0 (\u221220.0 %" in message
         assert "--perf-accept-worse=" in message
         return
-    pending = check.pending(point, runs, old, pool=pool, accept_worse=accept_worse, warn_margin=0.05)
+    pending = check.pending(
+        point, runs, old, pool=pool, accept_worse=accept_worse, warn_margin=0.05
+    )
     assert (pending.key, pending.why, pending.pool, pending.runs) == (point.key, why, pool, runs)
     check.recorded(point, PATH)
-    assert point.outcome is Outcome.RECORDED and point.message == f"p C=4: recorded {new:,.1f} into {PATH}"
+    assert (
+        point.outcome is Outcome.RECORDED
+        and point.message == f"p C=4: recorded {new:,.1f} into {PATH}"
+    )
 
 
 def test_update_command_is_shell_quoted():
     assert check.update_command("perf suites/t.py::test_x[p-C1]", ["base", "spec"]) == (
-        "pytest 'perf suites/t.py' --llm-profile base,spec --perf-update")
-    assert check.update_command("t.py::test_x", ["p"]) == "pytest t.py --llm-profile p --perf-update"
+        "pytest 'perf suites/t.py' --llm-profile base,spec --perf-update"
+    )
+    assert (
+        check.update_command("t.py::test_x", ["p"]) == "pytest t.py --llm-profile p --perf-update"
+    )

@@ -12,15 +12,25 @@ from pytest_llmperf.golden.store import GoldenError, PendingFile, PendingPoint, 
 def pending(path, values, *, key="t.py::test[C=1]", hard=None, pool=False, why="--perf-update"):
     fp = {"hard": hard or {"hardware": {"key": "sim"}, "engine": "sim"}, "soft": {}}
     runs = [PendingRun(v, "launch-a", 16, 256, None) for v in values]
-    return PendingFile(path, "p", fp, [PendingPoint(key, "t.py::test[p-C1]", 1, "output_tok_s", runs, why, pool,
-                                                    {"output_len": 16})])
+    return PendingFile(
+        path,
+        "p",
+        fp,
+        [
+            PendingPoint(
+                key, "t.py::test[p-C1]", 1, "output_tok_s", runs, why, pool, {"output_len": 16}
+            )
+        ],
+    )
 
 
 def test_record_merge_and_pool(tmp_path):
     path = tmp_path / "p" / "sim.json"
     notes = baseline.flush([pending(path, [100.0, 102.0])])
     assert notes == [f"{path}: recorded t.py::test[C=1]: 101.0 (output_tok_s, n=2)"]
-    baseline.flush([pending(path, [200.0], key="t.py::test[C=2]")])  # another point: merged, not lost
+    baseline.flush(
+        [pending(path, [200.0], key="t.py::test[C=2]")]
+    )  # another point: merged, not lost
     data = baseline.load(path)
     assert sorted(data["points"]) == ["t.py::test[C=1]", "t.py::test[C=2]"]
     baseline.flush([pending(path, [104.0], pool=True, why="pooled")])
@@ -36,7 +46,9 @@ def test_record_merge_and_pool(tmp_path):
 def test_new_hard_keys_drop_points_recorded_under_the_old_ones(tmp_path):
     path = tmp_path / "p" / "sim.json"
     baseline.flush([pending(path, [1.0], key="a"), pending(path, [1.0], key="b")])
-    notes = baseline.flush([pending(path, [2.0], key="a", hard={"hardware": {"key": "sim"}, "engine": "other"})])
+    notes = baseline.flush(
+        [pending(path, [2.0], key="a", hard={"hardware": {"key": "sim"}, "engine": "other"})]
+    )
     assert f"{path}: removed 1 point(s) recorded under the old fingerprint" in notes
     assert sorted(baseline.load(path)["points"]) == ["a"]
 
@@ -53,9 +65,14 @@ def test_unusable_files_are_errors_that_name_the_file(tmp_path):
 
 
 def test_fingerprint_diff_names_each_changed_leaf():
-    old = {"hardware": {"key": "8x-nvidia-b200"}, "server_args": {"tp_size": 8, "mem_fraction_static": 0.88}}
-    new = {"hardware": {"key": "8x-nvidia-b200"}, "server_args": {"tp_size": 8, "mem_fraction_static": 0.9,
-                                                                   "attention_backend": "fa3"}}
+    old = {
+        "hardware": {"key": "8x-nvidia-b200"},
+        "server_args": {"tp_size": 8, "mem_fraction_static": 0.88},
+    }
+    new = {
+        "hardware": {"key": "8x-nvidia-b200"},
+        "server_args": {"tp_size": 8, "mem_fraction_static": 0.9, "attention_backend": "fa3"},
+    }
     assert fingerprint.diff(old, new) == [
         'server_args.attention_backend: (absent) \u2192 "fa3"',
         "server_args.mem_fraction_static: 0.88 \u2192 0.9",
@@ -71,16 +88,31 @@ def test_a_launched_command_engine_records_its_executables_digest(tmp_path):
     binary = tmp_path / "llama-server"
     binary.write_bytes(b"build with -O1" * 1000)
     profiles = tmp_path / "profiles.toml"
-    profiles.write_text(f'[profiles.c]\nengine = "command"\ncommand = ["{binary}", "--port", "{{port}}"]\n')
+    profiles.write_text(
+        f'[profiles.c]\nengine = "command"\ncommand = ["{binary}", "--port", "{{port}}"]\n'
+    )
     profile = load_profiles(profiles).profiles["c"]
     soft = fingerprint.take(profile, {}, [str(binary), "--port", "1"]).soft
-    assert soft["server_binary"] == f"llama-server sha256:{hashlib.sha256(binary.read_bytes()).hexdigest()[:16]}"
+    assert (
+        soft["server_binary"]
+        == f"llama-server sha256:{hashlib.sha256(binary.read_bytes()).hexdigest()[:16]}"
+    )
     binary.write_bytes(b"build with -O3" * 1000)  # a rebuild of the same version: a soft difference
-    assert fingerprint.take(profile, {}, [str(binary)]).soft["server_binary"] != soft["server_binary"]
-    assert "server_binary" not in fingerprint.take(profile, {}, None).soft  # attached: nothing to hash
+    assert (
+        fingerprint.take(profile, {}, [str(binary)]).soft["server_binary"] != soft["server_binary"]
+    )
+    assert (
+        "server_binary" not in fingerprint.take(profile, {}, None).soft
+    )  # attached: nothing to hash
     assert fingerprint.executable_digest([str(tmp_path / "missing")]) is None
 
 
 def test_volatile_server_fields_are_not_hard_keys():
-    info = {"port": 30001, "random_seed": 12345, "tp_size": 8, "version": "0.5.9", "internal_states": [{}]}
+    info = {
+        "port": 30001,
+        "random_seed": 12345,
+        "tp_size": 8,
+        "version": "0.5.9",
+        "internal_states": [{}],
+    }
     assert fingerprint.normalized_server_args(info) == {"tp_size": 8}

@@ -97,7 +97,11 @@ def test_summarize_valid_run():
 
 
 def test_failed_and_short_requests_make_the_run_invalid():
-    recs = [record(0, 0.0, [(0.5, 4)]), record(1, 0.0, [(0.5, 3)]), record(2, 0.0, [], error="HTTP 500: x", end=0.5)]
+    recs = [
+        record(0, 0.0, [(0.5, 4)]),
+        record(1, 0.0, [(0.5, 3)]),
+        record(2, 0.0, [], error="HTTP 500: x", end=0.5),
+    ]
     m = metrics.summarize_run(run_of(recs, 3), expected_tokens=4)
     assert not m.valid
     assert any("1 of 3 requests failed; first: HTTP 500: x" in p for p in m.problems)
@@ -113,7 +117,13 @@ def test_client_checks_flag_a_client_that_set_the_pace():
     assert "used 97% of a CPU core" in text
     assert "event loop ran 30.0 ms late at the median" in text
     # Losing 5 % of a slot to a 0.5 ms per-request cost is not a client that fell behind.
-    quick = [record(0, 0.0, [(0.010, 4)]), record(1, 0.0, [(0.010, 4)]), record(2, 0.0105, [(0.020, 4)])]
+    quick = [
+        record(0, 0.0, [(0.010, 4)]),
+        record(1, 0.0, [(0.010, 4)]),
+        record(2, 0.0105, [(0.020, 4)]),
+    ]
     assert metrics.summarize_run(run_of(quick, 2), expected_tokens=4).valid
-    calm = metrics.summarize_run(run_of(recs[:2], 2, cpu=0.5, lags=[0.001] * 98 + [0.08, 0.09]), expected_tokens=4)
+    calm = metrics.summarize_run(
+        run_of(recs[:2], 2, cpu=0.5, lags=[0.001] * 98 + [0.08, 0.09]), expected_tokens=4
+    )
     assert calm.valid, calm.problems  # rare lag spikes are the OS, not the client

@@ -13,7 +13,9 @@ def write(tmp_path, text):
 
 
 def test_extends_inherits_extends_args_merges_env_and_replaces_lists(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         [profiles.base]
         engine = "sglang"
         model = "/m"
@@ -27,7 +29,8 @@ def test_extends_inherits_extends_args_merges_env_and_replaces_lists(tmp_path):
         extra_args = ["--speculative-algorithm", "EAGLE3"]
         env = { A = "2" }
         concurrency = [4]
-    """)
+    """,
+    )
     profiles = load_profiles(path).profiles
     base, spec = profiles["base"], profiles["spec"]
     assert spec.args == ("--tp-size", "8", "--speculative-algorithm", "EAGLE3")
@@ -39,7 +42,9 @@ def test_extends_inherits_extends_args_merges_env_and_replaces_lists(tmp_path):
 
 
 def test_a_speculative_profile_finds_its_base_along_extends_or_is_told(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         [profiles.base]
         extra_body = { cache_prompt = false }
         [profiles.eagle3]
@@ -53,13 +58,17 @@ def test_a_speculative_profile_finds_its_base_along_extends_or_is_told(tmp_path)
         [profiles.eagle3-vs-other]
         extends = "eagle3"
         base_profile = "other-base"
-    """)
+    """,
+    )
     profiles = load_profiles(path).profiles
     assert profiles["eagle3"].base_profile == "base"
     assert profiles["eagle3-deeper"].base_profile == "base"  # past the speculative parent
     assert profiles["eagle3-vs-other"].base_profile == "other-base"
     assert profiles["base"].base_profile is None
-    assert dict(profiles["eagle3"].extra_body) == {"cache_prompt": False, "top_k": 1}  # merged like env
+    assert dict(profiles["eagle3"].extra_body) == {
+        "cache_prompt": False,
+        "top_k": 1,
+    }  # merged like env
 
 
 def test_requests_per_run_is_four_times_concurrency_with_a_floor(tmp_path):
@@ -70,31 +79,85 @@ def test_requests_per_run_is_four_times_concurrency_with_a_floor(tmp_path):
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ("[profiles.p]\nconcurency = [1]\n", "profile 'p': unknown field 'concurency'. Did you mean 'concurrency'?"),
-        ("[profiles.p]\nconcurrency = [0, 2]\n", "profile 'p', field 'concurrency': got [0, 2]; expected a non-empty list"),
-        ("[profiles.p]\nengine = \"vllm\"\n", "field 'engine': got 'vllm'; expected one of 'sglang', 'sim', 'llamacpp', 'command'"),
-        ("[profiles.p]\napi = \"grpc\"\n", "field 'api': got 'grpc'; expected one of 'sglang', 'openai'"),
+        (
+            "[profiles.p]\nconcurency = [1]\n",
+            "profile 'p': unknown field 'concurency'. Did you mean 'concurrency'?",
+        ),
+        (
+            "[profiles.p]\nconcurrency = [0, 2]\n",
+            "profile 'p', field 'concurrency': got [0, 2]; expected a non-empty list",
+        ),
+        (
+            '[profiles.p]\nengine = "vllm"\n',
+            "field 'engine': got 'vllm'; expected one of 'sglang', 'sim', 'llamacpp', 'command'",
+        ),
+        (
+            '[profiles.p]\napi = "grpc"\n',
+            "field 'api': got 'grpc'; expected one of 'sglang', 'openai'",
+        ),
         ("[profiles.p]\nruns = 0\n", "field 'runs': got 0; expected a positive integer"),
-        ("[profiles.p]\nargs = \"--tp-size 8\"\n", "field 'args': got '--tp-size 8'; expected a list of strings"),
-        ("[profiles.p]\nenv = { A = 1 }\n", "field 'env': got {'A': 1}; expected a table of string values"),
-        ("[profiles.p]\nfail_margin = 1.5\n", "field 'fail_margin': got 1.5; expected a fraction between 0 and 1"),
-        ("[profiles.p]\nwarn_margin = 0.2\nfail_margin = 0.1\n", "field 'warn_margin': 0.2 is larger than fail_margin"),
-        ("[profiles.p]\nextends = \"nope\"\n", "profile 'p', field 'extends': 'nope' is not a profile in this file"),
-        ("[profiles.a]\nextends = \"b\"\n[profiles.b]\nextends = \"a\"\n", "field 'extends': cycle a -> b -> a"),
-        ("[profiles.p]\nengine = \"command\"\n", "field 'command': got None; expected a non-empty list of strings"),
-        ("[profiles.p]\nengine = \"command\"\ncommand = [\"srv\", \"--port\", \"{prt}\"]\n",
-         "unknown placeholder {prt} in '{prt}'; available: {host}, {port}, {model}, {python}, {run_dir}"),
-        ("[profiles.p]\ncommand = [\"srv\"]\n", "field 'command': only used with engine = \"command\""),
-        ("[profiles.p]\nargs = [\"--port\", \"30000\"]\n", "field 'args': --port is set by the plugin (a free port on `host`"),
+        (
+            '[profiles.p]\nargs = "--tp-size 8"\n',
+            "field 'args': got '--tp-size 8'; expected a list of strings",
+        ),
+        (
+            "[profiles.p]\nenv = { A = 1 }\n",
+            "field 'env': got {'A': 1}; expected a table of string values",
+        ),
+        (
+            "[profiles.p]\nfail_margin = 1.5\n",
+            "field 'fail_margin': got 1.5; expected a fraction between 0 and 1",
+        ),
+        (
+            "[profiles.p]\nwarn_margin = 0.2\nfail_margin = 0.1\n",
+            "field 'warn_margin': 0.2 is larger than fail_margin",
+        ),
+        (
+            '[profiles.p]\nextends = "nope"\n',
+            "profile 'p', field 'extends': 'nope' is not a profile in this file",
+        ),
+        (
+            '[profiles.a]\nextends = "b"\n[profiles.b]\nextends = "a"\n',
+            "field 'extends': cycle a -> b -> a",
+        ),
+        (
+            '[profiles.p]\nengine = "command"\n',
+            "field 'command': got None; expected a non-empty list of strings",
+        ),
+        (
+            '[profiles.p]\nengine = "command"\ncommand = ["srv", "--port", "{prt}"]\n',
+            "unknown placeholder {prt} in '{prt}'; available: {host}, {port}, {model}, {python}, {run_dir}",
+        ),
+        (
+            '[profiles.p]\ncommand = ["srv"]\n',
+            "field 'command': only used with engine = \"command\"",
+        ),
+        (
+            '[profiles.p]\nargs = ["--port", "30000"]\n',
+            "field 'args': --port is set by the plugin (a free port on `host`",
+        ),
         ("[profiles.p]\n[other]\n", "unknown top-level key(s) ['other']"),
-        ("default = [\"x\"]\n[profiles.p]\n", "'default' names unknown profile 'x'. Available profiles: p."),
+        (
+            'default = ["x"]\n[profiles.p]\n',
+            "'default' names unknown profile 'x'. Available profiles: p.",
+        ),
         ("[profiles.p\n", "not valid TOML"),
-        ("[profiles.p]\nbase_profile = \"q\"\n[profiles.q]\n", "field 'base_profile': only a speculative profile"),
-        ("[profiles.p]\nargs = [\"--speculative-algorithm\", \"EAGLE3\"]\nbase_profile = \"q\"\n",
-         "field 'base_profile': 'q' is not a profile in this file. Available profiles: p."),
-        ("[profiles.p]\nargs = [\"--speculative-algorithm\", \"EAGLE3\"]\nbase_profile = \"p\"\n",
-         "field 'base_profile': 'p' is speculative itself"),
-        ("[profiles.p]\nextra_body = 3\n", "field 'extra_body': got 3; expected a table of JSON fields"),
+        (
+            '[profiles.p]\nbase_profile = "q"\n[profiles.q]\n',
+            "field 'base_profile': only a speculative profile",
+        ),
+        (
+            '[profiles.p]\nargs = ["--speculative-algorithm", "EAGLE3"]\nbase_profile = "q"\n',
+            "field 'base_profile': 'q' is not a profile in this file. Available profiles: p.",
+        ),
+        (
+            '[profiles.p]\nargs = ["--speculative-algorithm", "EAGLE3"]\nbase_profile = "p"\n',
+            "field 'base_profile': 'p' is speculative itself",
+        ),
+        (
+            "[profiles.p]\nextra_body = 3\n",
+            "field 'extra_body': got 3; expected a table of JSON fields",
+        ),
         ("", "no profiles; define at least one [profiles.NAME] table"),
     ],
 )
@@ -114,7 +177,10 @@ def test_missing_file_says_how_to_point_at_one(tmp_path):
 
 def test_unknown_profile_lists_the_available_ones(tmp_path):
     profiles = load_profiles(write(tmp_path, "[profiles.baseline]\n[profiles.eagle3]\n"))
-    with pytest.raises(ProfileError, match=r"unknown profile 'eagle'.*Did you mean 'eagle3'\?.*Available profiles: baseline, eagle3\."):
+    with pytest.raises(
+        ProfileError,
+        match=r"unknown profile 'eagle'.*Did you mean 'eagle3'\?.*Available profiles: baseline, eagle3\.",
+    ):
         profiles.select(["eagle"])
     assert [p.name for p in profiles.select(["eagle3", "baseline"])] == ["eagle3", "baseline"]
 
@@ -123,14 +189,18 @@ def test_shipped_profiles_carry_the_seed_configuration(repo_root):
     profiles = load_profiles(repo_root / "perf_suites" / "profiles.toml")
     assert profiles.default == ("sim-baseline", "sim-eagle3")
     baseline, eagle3 = profiles.profiles["baseline"], profiles.profiles["eagle3"]
-    for flag in ("--trust-remote-code", "--disable-custom-all-reduce", "--enable-flashinfer-allreduce-fusion"):
+    for flag in (
+        "--trust-remote-code",
+        "--disable-custom-all-reduce",
+        "--enable-flashinfer-allreduce-fusion",
+    ):
         assert flag in baseline.args
     args = list(baseline.args)
     assert args[args.index("--tp-size") + 1] == "8"
     assert args[args.index("--attention-backend") + 1] == "flashinfer"
     assert args[args.index("--cuda-graph-max-bs") + 1] == "128"
     assert baseline.model == "/shared/kimi-k2.5-int4" and baseline.engine == "sglang"
-    extra = list(eagle3.args[len(baseline.args):])
+    extra = list(eagle3.args[len(baseline.args) :])
     assert eagle3.args[: len(baseline.args)] == baseline.args
     assert extra[extra.index("--speculative-algorithm") + 1] == "EAGLE3"
     assert extra[extra.index("--mem-fraction-static") + 1] == "0.88"

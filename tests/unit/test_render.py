@@ -14,6 +14,7 @@ from tests.builders import measured, results, speedup
 
 def strict_json(data: object) -> object:
     """A round trip that refuses NaN and infinities, as strict parsers do."""
+
     def refuse(constant: str) -> None:
         raise ValueError(f"{constant} in JSON")
 
@@ -23,15 +24,31 @@ def strict_json(data: object) -> object:
 @pytest.fixture
 def mixed():
     points = [
-        measured("sim-spec", 1, [110.0, 112.0, 114.0], outcome=Outcome.PASS, golden=110.0, accept=2.5),
-        measured("sim-base", 250, [60.0, 61.0, 62.0], outcome=Outcome.FAIL, golden=100.0,
-                 message="sim-base C=250: 61.0 tok/s vs golden 100.0 (−39.0 %, p=0.001, n=3 vs 10) — FAIL"),
+        measured(
+            "sim-spec", 1, [110.0, 112.0, 114.0], outcome=Outcome.PASS, golden=110.0, accept=2.5
+        ),
+        measured(
+            "sim-base",
+            250,
+            [60.0, 61.0, 62.0],
+            outcome=Outcome.FAIL,
+            golden=100.0,
+            message="sim-base C=250: 61.0 tok/s vs golden 100.0 (−39.0 %, p=0.001, n=3 vs 10) — FAIL",
+        ),
         measured("sim-base", 1, [100.0, 102.0, 104.0], outcome=Outcome.PASS, golden=100.0),
-        measured("sim-spec", 250, [30.0, 31.0, 32.0], problems=("client-bound: only 3.0 of C=4 in flight",)),
+        measured(
+            "sim-spec",
+            250,
+            [30.0, 31.0, 32.0],
+            problems=("client-bound: only 3.0 of C=4 in flight",),
+        ),
     ]
-    return results(points, [speedup("sim-spec", "sim-base", 1, [1.1, 1.1, 1.1], outcome=Outcome.PASS)],
-                   golden_notes=["baselines/sim-base/sim.json: recorded x"],
-                   unused_goldens=["baselines/sim-base/sim.json: t.py::test_gone[C=5]"])
+    return results(
+        points,
+        [speedup("sim-spec", "sim-base", 1, [1.1, 1.1, 1.1], outcome=Outcome.PASS)],
+        golden_notes=["baselines/sim-base/sim.json: recorded x"],
+        unused_goldens=["baselines/sim-base/sim.json: t.py::test_gone[C=5]"],
+    )
 
 
 def test_table_rows_are_sorted_and_show_figures_golden_delta_and_verdict(mixed):
@@ -39,21 +56,36 @@ def test_table_rows_are_sorted_and_show_figures_golden_delta_and_verdict(mixed):
     assert lines[0].split()[:3] == ["profile", "test", "C"]
     assert set(lines[1]) == {"-", " "}
     rows = [line.split() for line in lines[2:]]
-    assert [(r[0], r[2]) for r in rows] == [("sim-base", "1"), ("sim-base", "250"), ("sim-spec", "1"),
-                                           ("sim-spec", "250")]
+    assert [(r[0], r[2]) for r in rows] == [
+        ("sim-base", "1"),
+        ("sim-base", "250"),
+        ("sim-spec", "1"),
+        ("sim-spec", "250"),
+    ]
     base1 = lines[2]
-    assert "102.0 ± 2.0 (3)" in base1 and "100.0" in base1 and "+2.0" in base1 and base1.endswith("PASS")
+    assert (
+        "102.0 ± 2.0 (3)" in base1
+        and "100.0" in base1
+        and "+2.0" in base1
+        and base1.endswith("PASS")
+    )
     assert "\u221239.0" in lines[3] and lines[3].endswith("FAIL")  # typographic minus
     assert lines[4].split()[-2:] == ["2.50", "PASS"]  # accept length, verdict
     assert lines[5].endswith("INVALID") and " - " in lines[5]  # no golden: "-"
     assert len({len(line) for line in lines[:2]}) == 1  # header and rule are the same width
 
 
-@pytest.mark.parametrize(("outcomes", "expected"), [
-    ([Outcome.PASS, Outcome.PASS], "2 PASS"),
-    ([Outcome.PASS, Outcome.FAIL, None], "1 FAIL, 1 PASS, 1 measured"),
-    ([Outcome.RECORDED, Outcome.WARN, Outcome.IMPROVED, Outcome.MISSING], "1 MISSING, 1 WARN, 1 IMPROVED, 1 RECORDED"),
-])
+@pytest.mark.parametrize(
+    ("outcomes", "expected"),
+    [
+        ([Outcome.PASS, Outcome.PASS], "2 PASS"),
+        ([Outcome.PASS, Outcome.FAIL, None], "1 FAIL, 1 PASS, 1 measured"),
+        (
+            [Outcome.RECORDED, Outcome.WARN, Outcome.IMPROVED, Outcome.MISSING],
+            "1 MISSING, 1 WARN, 1 IMPROVED, 1 RECORDED",
+        ),
+    ],
+)
 def test_counts_line_orders_outcomes_by_urgency(outcomes, expected):
     points = [measured("p", c, [100.0], outcome=o) for c, o in enumerate(outcomes, start=1)]
     assert terminal.counts_line(results(points).counts()) == expected
@@ -64,17 +96,28 @@ def test_verdict_lines_say_what_matters_in_colour_and_what_to_do(mixed):
     texts = [text for text, _ in lines]
     assert texts[0] == "llmperf verdicts: 1 FAIL, 1 INVALID, 3 PASS"
     assert (f"FAIL {mixed.points[1].message}", "red") in lines
-    assert ("INVALID sim-spec C=250 (output_throughput): run 1: client-bound: only 3.0 of C=4 in flight", "red") in lines
+    assert (
+        "INVALID sim-spec C=250 (output_throughput): run 1: client-bound: only 3.0 of C=4 in flight",
+        "red",
+    ) in lines
     assert ("golden: baselines/sim-base/sim.json: recorded x", None) in lines
     assert ("1 golden point(s) were not used by any test in this run:", "yellow") in lines
-    assert not any(text.startswith("PASS") for text in texts)  # passing points get no line of their own
+    assert not any(
+        text.startswith("PASS") for text in texts
+    )  # passing points get no line of their own
 
 
-@pytest.mark.parametrize(("outcome", "hint"), [
-    (Outcome.MISSING, "Re-run with --perf-update to record missing baselines."),
-    (Outcome.IMPROVED, "1 point(s) improved beyond the margin: refresh their goldens with --perf-update and review "
-                       "the diff."),
-])
+@pytest.mark.parametrize(
+    ("outcome", "hint"),
+    [
+        (Outcome.MISSING, "Re-run with --perf-update to record missing baselines."),
+        (
+            Outcome.IMPROVED,
+            "1 point(s) improved beyond the margin: refresh their goldens with --perf-update and review "
+            "the diff.",
+        ),
+    ],
+)
 def test_verdict_lines_end_with_the_fix(outcome, hint):
     point = measured("p", 1, [100.0], outcome=outcome, message="p C=1: something")
     assert hint in [text for text, _ in terminal.verdict_lines(results([point]))]
@@ -84,7 +127,9 @@ def test_speculative_lines_show_speedup_per_level_gate_and_advice(mixed):
     lines = terminal.speculative_lines(mixed)
     assert lines[0] == "sim-spec vs sim-base (output_throughput), same run:"
     level1 = next(line for line in lines if line.split()[:1] == ["1"])
-    assert "1.098×" in level1 and "faster" in level1 and level1.endswith("PASS")  # 112 / 102, gated PASS
+    assert (
+        "1.098×" in level1 and "faster" in level1 and level1.endswith("PASS")
+    )  # 112 / 102, gated PASS
     level250 = next(line for line in lines if line.split()[:1] == ["250"])
     assert "slower" in level250 and level250.endswith("-")  # no gate at 250
     assert "crossover at C = 250" in lines[-1] and "keep speculation up to C = 1" in lines[-1]
@@ -97,7 +142,10 @@ def test_markdown_has_counts_noteworthy_rows_one_table_per_test_and_the_speculat
     assert "| **INVALID** | sim-spec C=250 | run 1: client-bound" in text
     assert "## output_throughput" in text
     assert "| sim-base | 1 | 102.0 ± 2.0 tok/s (3) | 100.0 | +2.0 |" in text
-    assert "## Speculative decoding: sim-spec vs sim-base (same run)" in text and "**Advice:** crossover" in text
+    assert (
+        "## Speculative decoding: sim-spec vs sim-base (same run)" in text
+        and "**Advice:** crossover" in text
+    )
     assert "## Goldens written" in text
 
 
@@ -109,12 +157,18 @@ def test_markdown_escapes_pipes_and_newlines_in_cells():
 def test_results_json_is_strict_json_with_points_speculative_gate_and_fingerprints(mixed):
     point = measured("p", 1, [100.0])
     point.runs[0].ttft_s["p50"] = math.nan  # a figure no request had
-    data = strict_json(results_json.render(results([*mixed.points, point], mixed.speedups), created="now"))
+    data = strict_json(
+        results_json.render(results([*mixed.points, point], mixed.speedups), created="now")
+    )
     assert data["schema"] == 1 and data["created"] == "now" and data["run_dir"] == "/tmp/run"
     assert data["fingerprint"]["hard"]["sim-base"] == {"hardware": {"key": "sim"}}
     by_key = {(p["profile"], p["concurrency"]): p for p in data["points"]}
-    assert by_key[("sim-base", 250)]["verdict"] == "FAIL" and by_key[("sim-base", 250)]["values"] == [60.0, 61.0, 62.0]
-    assert by_key[("sim-spec", 250)]["verdict"] == "INVALID" and by_key[("sim-spec", 250)]["problems"]
+    assert by_key[("sim-base", 250)]["verdict"] == "FAIL" and by_key[("sim-base", 250)][
+        "values"
+    ] == [60.0, 61.0, 62.0]
+    assert (
+        by_key[("sim-spec", 250)]["verdict"] == "INVALID" and by_key[("sim-spec", 250)]["problems"]
+    )
     assert by_key[("p", 1)]["verdict"] is None  # measured, never checked
     assert by_key[("p", 1)]["runs"][0]["ttft_s"]["p50"] is None
     (spec,) = data["speculative"]
@@ -125,9 +179,15 @@ def test_results_json_is_strict_json_with_points_speculative_gate_and_fingerprin
 def test_junit_properties_per_point():
     point = measured("p", 4, [100.0, 110.0], outcome=Outcome.WARN, golden=120.0)
     props = dict(junit.properties(point))
-    assert props == {"llmperf_point": "p C=4", "llmperf_metric": "output_tok_s", "llmperf_measured": "105",
-                     "llmperf_golden": "120", "llmperf_ratio": "0.875", "llmperf_verdict": "WARN",
-                     "llmperf_p_value": "0.5"}
+    assert props == {
+        "llmperf_point": "p C=4",
+        "llmperf_metric": "output_tok_s",
+        "llmperf_measured": "105",
+        "llmperf_golden": "120",
+        "llmperf_ratio": "0.875",
+        "llmperf_verdict": "WARN",
+        "llmperf_p_value": "0.5",
+    }
     assert dict(junit.properties(measured("p", 1, [100.0])))["llmperf_golden"] == ""
 
 
@@ -135,7 +195,9 @@ def test_benchmark_json_rounds_are_seconds_per_output_token():
     pytest.importorskip("pytest_benchmark")
     from pytest_llmperf.render import benchmark_json
 
-    data = strict_json(benchmark_json.render(results([measured("p", 2, [100.0, 200.0], outcome=Outcome.PASS)])))
+    data = strict_json(
+        benchmark_json.render(results([measured("p", 2, [100.0, 200.0], outcome=Outcome.PASS)]))
+    )
     (bench,) = data["benchmarks"]
     assert bench["name"] == "test_output_throughput[p-C2]" and bench["group"] == "p"
     assert bench["stats"]["data"] == pytest.approx([0.01, 0.005])
@@ -150,7 +212,10 @@ def test_plots_are_png_files(tmp_path, mixed):
     if not plots.available():
         pytest.skip("matplotlib is not installed")
     valid = [p for p in mixed.points if not p.problems]
-    paths = [plots.throughput(valid, {"sim-base": 0.15}, tmp_path / "t.png"), plots.latency(valid, tmp_path / "l.png"),
-             plots.speedup(mixed.analyses, tmp_path / "s.png")]
+    paths = [
+        plots.throughput(valid, {"sim-base": 0.15}, tmp_path / "t.png"),
+        plots.latency(valid, tmp_path / "l.png"),
+        plots.speedup(mixed.analyses, tmp_path / "s.png"),
+    ]
     for path in paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000

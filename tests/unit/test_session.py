@@ -19,8 +19,12 @@ SPEC_ARGS = ("--speculative-algorithm", "EAGLE3")
 
 
 def settings(tmp_path: Path, **kwargs: object) -> Settings:
-    return Settings(profiles_file=tmp_path / "profiles.toml", run_dir_root=tmp_path / "runs",
-                    baseline_dir=tmp_path / "baselines", **kwargs)  # type: ignore[arg-type]
+    return Settings(
+        profiles_file=tmp_path / "profiles.toml",
+        run_dir_root=tmp_path / "runs",
+        baseline_dir=tmp_path / "baselines",
+        **kwargs,
+    )  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -29,7 +33,9 @@ def session(tmp_path):
     spec = Profile("sim-spec", tmp_path / "profiles.toml", args=SPEC_ARGS, base_profile="sim-base")
     state = LLMPerfSession(settings(tmp_path), None, [base, spec], tmp_path / "runs" / "1")
     for name in ("sim-base", "sim-spec"):
-        state.fingerprints[name] = Fingerprint({"hardware": {"key": "sim"}}, {"server_version": "0.5.23"})
+        state.fingerprints[name] = Fingerprint(
+            {"hardware": {"key": "sim"}}, {"server_version": "0.5.23"}
+        )
     return state
 
 
@@ -51,22 +57,35 @@ def test_unused_goldens_are_the_recorded_points_no_test_measured(session):
     point = measured("sim-base", 1, [100.0])
     session.points.append(point)
     session.servers["sim-base"] = object()  # type: ignore[assignment]
-    session.goldens[session.golden_file("sim-base")] = {"points": {point.key: {}, "t.py::test_gone[C=5]": {}}}
+    session.goldens[session.golden_file("sim-base")] = {
+        "points": {point.key: {}, "t.py::test_gone[C=5]": {}}
+    }
     assert session.unused_goldens() == [f"{session.golden_file('sim-base')}: t.py::test_gone[C=5]"]
 
 
 def test_analyses_pair_each_speculative_profile_with_its_base(session):
     session.points += [measured("sim-base", c, [100.0, 101.0]) for c in (1, 250)]
-    session.points += [measured("sim-spec", 1, [110.0, 111.0]), measured("sim-spec", 250, [50.0, 51.0])]
+    session.points += [
+        measured("sim-spec", 1, [110.0, 111.0]),
+        measured("sim-spec", 250, [50.0, 51.0]),
+    ]
     (analysis,) = session.analyses()
-    assert (analysis.profile, analysis.base_profile, analysis.sglang_version) == ("sim-spec", "sim-base", "0.5.23")
+    assert (analysis.profile, analysis.base_profile, analysis.sglang_version) == (
+        "sim-spec",
+        "sim-base",
+        "0.5.23",
+    )
     assert [p.concurrency for p in analysis.points] == [1, 250]
     assert analysis.crossover is not None and analysis.crossover.concurrency == 250
 
 
-@pytest.mark.parametrize(("whole_suite", "update", "unused_shown"), [(True, False, True), (False, False, False),
-                                                                       (True, True, False)])
-def test_results_report_unused_goldens_only_for_a_whole_suite_that_gates(session, whole_suite, update, unused_shown):
+@pytest.mark.parametrize(
+    ("whole_suite", "update", "unused_shown"),
+    [(True, False, True), (False, False, False), (True, True, False)],
+)
+def test_results_report_unused_goldens_only_for_a_whole_suite_that_gates(
+    session, whole_suite, update, unused_shown
+):
     session.settings = settings(Path(session.run_dir).parents[1], update=update)
     point = measured("sim-base", 1, [100.0], outcome=Outcome.PASS)
     session.points.append(point)
@@ -77,7 +96,10 @@ def test_results_report_unused_goldens_only_for_a_whole_suite_that_gates(session
     assert bool(results.unused_goldens) is unused_shown
     assert results.points == [point] and len(results.speedups) == 1
     assert results.servers == {"sim-base": {"engine": "sim"}}
-    assert results.profiles["sim-spec"].fail_margin == 0.15 and results.hardware_key("sim-base") == "sim"
+    assert (
+        results.profiles["sim-spec"].fail_margin == 0.15
+        and results.hardware_key("sim-base") == "sim"
+    )
 
 
 def test_finish_writes_queued_goldens_and_the_results_json(session, tmp_path):
@@ -85,9 +107,19 @@ def test_finish_writes_queued_goldens_and_the_results_json(session, tmp_path):
     point = measured("sim-base", 1, [100.0, 102.0])
     session.points.append(point)
     runs = [PendingRun(100.0, "l", 10, 640, None)]
-    session.queue_golden(PendingPoint(point.key, point.test, 1, "output_tok_s", runs, "--perf-update", False),
-                         "sim-base")
+    session.queue_golden(
+        PendingPoint(point.key, point.test, 1, "output_tok_s", runs, "--perf-update", False),
+        "sim-base",
+    )
     session.finish()
     assert session.golden_notes and "recorded" in session.golden_notes[0]
-    assert json.loads(session.golden_file("sim-base").read_text())["points"][point.key]["summary"]["mean"] == 100.0
-    assert json.loads((tmp_path / "out" / "results.json").read_text())["points"][0]["values"] == [100.0, 102.0]
+    assert (
+        json.loads(session.golden_file("sim-base").read_text())["points"][point.key]["summary"][
+            "mean"
+        ]
+        == 100.0
+    )
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["points"][0]["values"] == [
+        100.0,
+        102.0,
+    ]

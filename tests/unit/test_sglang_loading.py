@@ -16,11 +16,13 @@ def test_weight_loading_with_a_bar_per_line():
 
 
 def test_carriage_return_bars_and_the_later_stages_of_an_eagle_server():
-    log = (LOG_056.replace("\n", "\r", 2)
-           + "[t] Load weight end. type=X\n[t] KV Cache is allocated. #tokens: 812345\n"
-           + "[t] Capture target decode CUDA graph begin. backend=full\n"
-           + "\rCapturing batches (bs=256 avail_mem=19.75 GB):  12%|#| 4/35 [00:01<00:09]"
-           + "\rCapturing batches (bs=128 avail_mem=19.70 GB):  40%|#| 14/35 [00:03<00:05]")
+    log = (
+        LOG_056.replace("\n", "\r", 2)
+        + "[t] Load weight end. type=X\n[t] KV Cache is allocated. #tokens: 812345\n"
+        + "[t] Capture target decode CUDA graph begin. backend=full\n"
+        + "\rCapturing batches (bs=256 avail_mem=19.75 GB):  12%|#| 4/35 [00:01<00:09]"
+        + "\rCapturing batches (bs=128 avail_mem=19.70 GB):  40%|#| 14/35 [00:03<00:05]"
+    )
     assert stage(log) == "capturing target CUDA graphs 40 % (bs=128)"
     log += "\n[t] Load weight begin. avail mem=18.5 GB\n"
     assert stage(log) == "loading the draft model's weights"

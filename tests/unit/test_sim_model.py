@@ -22,7 +22,9 @@ def test_default_model_reproduces_the_seed_figures_times_the_speed_factor():
     assert expected_tok_s(model, 250) == pytest.approx(10 * SEED_BASELINE_SATURATED, rel=1e-9)
     assert expected_tok_s(model, 1, spec) == pytest.approx(10 * SEED_EAGLE3_C1, rel=1e-9)
     # Beyond 48 running requests a speculative server queues: saturation is the batch of 48.
-    assert expected_tok_s(model, SPEC_MAX_RUNNING_REQUESTS, spec) == pytest.approx(10 * SEED_EAGLE3_SATURATED, rel=1e-9)
+    assert expected_tok_s(model, SPEC_MAX_RUNNING_REQUESTS, spec) == pytest.approx(
+        10 * SEED_EAGLE3_SATURATED, rel=1e-9
+    )
 
 
 def test_speculation_leads_at_one_stream_and_trails_under_load():

@@ -9,7 +9,12 @@ from scipy import stats
 
 from pytest_llmperf.core.speculative import analyse, paired_ratios, speedup
 
-BASE = {1: [92.0, 93.0, 92.8], 2: [170.0, 171.0, 169.5], 10: [420.0, 425.0, 418.0], 70: [760.0, 770.0, 773.0]}
+BASE = {
+    1: [92.0, 93.0, 92.8],
+    2: [170.0, 171.0, 169.5],
+    10: [420.0, 425.0, 418.0],
+    70: [760.0, 770.0, 773.0],
+}
 
 
 def test_speedup_interval_is_welch_on_logs():
@@ -35,17 +40,31 @@ def test_identical_samples_give_a_degenerate_interval():
 
 def test_seed_shape_crosses_after_one_stream_and_recommends_the_cutoff():
     # The reference node: speculation ahead at one stream (96.1 vs 92.6), behind under load (354 vs 773).
-    spec = {1: [96.0, 96.3, 95.9], 2: [150.0, 152.0, 149.0], 10: [300.0, 305.0, 298.0], 70: [352.0, 356.0, 354.0]}
-    a = analyse("eagle3", "baseline", "t::test_output_throughput", spec, BASE,
-                accept={1: [2.1, 2.0, 2.2]}, sglang_version="0.5.23")
+    spec = {
+        1: [96.0, 96.3, 95.9],
+        2: [150.0, 152.0, 149.0],
+        10: [300.0, 305.0, 298.0],
+        70: [352.0, 356.0, 354.0],
+    }
+    a = analyse(
+        "eagle3",
+        "baseline",
+        "t::test_output_throughput",
+        spec,
+        BASE,
+        accept={1: [2.1, 2.0, 2.2]},
+        sglang_version="0.5.23",
+    )
     assert [p.concurrency for p in a.points] == [1, 2, 10, 70]
     assert a.points[0].status == "faster" and a.points[-1].status == "slower"
     assert a.crossover.concurrency == 2 and a.crossover.status == "slower"
     assert a.cutoff == 1
     advice = a.advice()
     assert advice.startswith("crossover at C = 2: speedup 0.88")
-    assert "keep speculation up to C = 1, disable above: --speculative-adaptive with a no-speculation bucket " \
-           "from batch size 2" in advice
+    assert (
+        "keep speculation up to C = 1, disable above: --speculative-adaptive with a no-speculation bucket "
+        "from batch size 2" in advice
+    )
     be = a.points[0].break_even_accept
     assert be == pytest.approx(2.1 / a.points[0].ratio)  # accept length over speedup
     data = a.to_json()
@@ -57,8 +76,10 @@ def test_never_crosses():
     spec = {c: [v * 1.3 for v in values] for c, values in BASE.items()}
     a = analyse("eagle3", "baseline", "t", spec, BASE)
     assert a.crossover is None and a.cutoff == 70
-    assert a.advice() == ("speculation is faster at every measured level, up to C = 70; "
-                          "no cut-off within the measured range")
+    assert a.advice() == (
+        "speculation is faster at every measured level, up to C = 70; "
+        "no cut-off within the measured range"
+    )
 
 
 def test_always_slower():
@@ -74,19 +95,35 @@ def test_a_win_within_noise_is_said_so():
     a = analyse("eagle3", "baseline", "t", spec, BASE)
     assert a.points[0].status == "tie" and a.points[0].ratio > 1
     assert a.cutoff == 1
-    assert "keep speculation up to C = 1 (a win within noise at C = 1: 1.026 [0.926, 1.136])" in a.advice()
+    assert (
+        "keep speculation up to C = 1 (a win within noise at C = 1: 1.026 [0.926, 1.136])"
+        in a.advice()
+    )
 
 
-@pytest.mark.parametrize(("version", "expected"), [
-    ("0.5.23", "--speculative-adaptive with a no-speculation bucket from batch size 2"),
-    ("0.5.14.post1", "--speculative-adaptive with a no-speculation bucket from batch size 2"),
-    ("0.5.13", "serve C > 1 from the base configuration (this SGLang has no no-speculation tier)"),
-    ("sim-0.1.0", "serve C > 1 from the base configuration (this SGLang has no no-speculation tier)"),
-    (None, "serve C > 1 from the base configuration (this SGLang has no no-speculation tier)"),
-])
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("0.5.23", "--speculative-adaptive with a no-speculation bucket from batch size 2"),
+        ("0.5.14.post1", "--speculative-adaptive with a no-speculation bucket from batch size 2"),
+        (
+            "0.5.13",
+            "serve C > 1 from the base configuration (this SGLang has no no-speculation tier)",
+        ),
+        (
+            "sim-0.1.0",
+            "serve C > 1 from the base configuration (this SGLang has no no-speculation tier)",
+        ),
+        (None, "serve C > 1 from the base configuration (this SGLang has no no-speculation tier)"),
+    ],
+)
 def test_cutoff_as_sglang_can_apply_it(version, expected):
     spec = {1: [96.0, 96.3, 95.9], 2: [150.0, 152.0, 149.0]}
-    assert analyse("e", "b", "t", spec, BASE, sglang_version=version).sglang_setting().startswith(expected)
+    assert (
+        analyse("e", "b", "t", spec, BASE, sglang_version=version)
+        .sglang_setting()
+        .startswith(expected)
+    )
 
 
 def test_only_levels_both_measured_are_compared():

@@ -30,7 +30,9 @@ def test_a_noisy_point_that_may_have_dropped_beyond_the_margin_is_uncertain_then
     assert decide(new, GOLD, **M).name == "UNCERTAIN"
     last = decide(new, GOLD, **M, last_stage=True)
     assert last.name == "WARN" and last.inconclusive
-    assert decide([82.0, 88.0, 80.0], GOLD, **M, last_stage=True).name == "FAIL"  # r <= 0.85 at the last stage
+    assert (
+        decide([82.0, 88.0, 80.0], GOLD, **M, last_stage=True).name == "FAIL"
+    )  # r <= 0.85 at the last stage
 
 
 def test_ratio_and_p_values():
@@ -47,7 +49,11 @@ def test_identical_runs_have_no_variance_and_are_decided_by_the_means():
 
 
 def test_message_says_what_by_how_much_and_the_margin():
-    v = decide([241.0, 242.0, 241.0], [352.0, 351.0, 353.0, 352.5, 351.5, 352.0, 352.2, 351.8, 352.1, 351.9], **M)
+    v = decide(
+        [241.0, 242.0, 241.0],
+        [352.0, 351.0, 353.0, 352.5, 351.5, 352.0, 352.2, 351.8, 352.1, 351.9],
+        **M,
+    )
     text = describe("eagle3 C=70", 241.3, 352.0, v, 0.15)
     assert text.startswith("eagle3 C=70: 241.3 tok/s vs golden 352.0 (\u221231.4 %, p=")
     assert text.endswith(", n=3 vs 10) \u2014 FAIL, margin 15 %")
