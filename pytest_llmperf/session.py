@@ -8,7 +8,7 @@ goldens and hands a :class:`~pytest_llmperf.core.results.Results` to the rendere
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,17 +87,27 @@ class LLMPerfSession:
         return unused
 
     def analyses(self) -> list[Analysis]:
-        """Each selected speculative profile against its base, when both were measured in this run."""
+        """Each selected speculative profile against its base, when both were measured in this run,
+        with the speculative server's own version, draft steps and CUDA-graph limit."""
         out = []
         for profile in self.selected:
             if profile.speculative and profile.base_profile and not profile.remeasure_of:
                 fp = self.fingerprints.get(profile.name)
-                out += speculative.analyse_points(
-                    profile.name,
-                    profile.base_profile,
-                    self.points,
-                    sglang_version=fp.soft.get("server_version") if fp else None,
-                )
+                args = (fp.hard.get("server_args") or {}) if fp else {}
+                max_bs = args.get("cuda_graph_max_bs_decode") or args.get("cuda_graph_max_bs")
+                out += [
+                    replace(
+                        analysis,
+                        num_steps=_int_or_none(args.get("speculative_num_steps")),
+                        cuda_graph_max_bs=_int_or_none(max_bs),
+                    )
+                    for analysis in speculative.analyse_points(
+                        profile.name,
+                        profile.base_profile,
+                        self.points,
+                        sglang_version=fp.soft.get("server_version") if fp else None,
+                    )
+                ]
         return out
 
     def results(self, *, whole_suite: bool) -> Results:
@@ -131,6 +141,13 @@ class LLMPerfSession:
                 self.settings,
                 created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             )
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A server setting as an int (servers that do not model a flag may echo it as a string)."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 SESSION_KEY = pytest.StashKey[LLMPerfSession]()

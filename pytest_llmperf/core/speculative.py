@@ -17,17 +17,21 @@ drifted by 30 %), so nothing here reads a golden.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmperf.core import adaptive_spec
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.points import MeasuredPoint
 from pytest_llmperf.core.versions import parse_version
 
 CONFIDENCE = 0.95
+#: SGLang's EAGLE default draft steps, when the server did not say.
+DEFAULT_NUM_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,9 @@ class Analysis:
     points: tuple[Speedup, ...]
     sglang_version: str | None = None
     drift: Mapping[int, float] = field(default_factory=dict)  # A/B/A: base after ÷ base before
+    #: The speculative server's draft steps and CUDA-graph max batch size, as it resolved them.
+    num_steps: int | None = None
+    cuda_graph_max_bs: int | None = None
 
     @property
     def crossover(self) -> Speedup | None:
@@ -145,20 +152,39 @@ class Analysis:
             if p.status == "tie" and p.ratio > 1 and (below is None or p.concurrency < below)
         )
 
+    def adaptive_config(self) -> dict[str, Any] | None:
+        """The complete ``--speculative-adaptive-config`` that applies the cut-off, where the
+        server's SGLang has a no-speculation tier (0.5.14 and later); None elsewhere."""
+        version = parse_version(self.sglang_version)
+        if self.cutoff is None or version is None or version < (0, 5, 14):
+            return None
+        steps = self.num_steps if self.num_steps is not None else DEFAULT_NUM_STEPS
+        return adaptive_spec.cutoff_config(
+            self.cutoff, steps, self.cuda_graph_max_bs or adaptive_spec.DEFAULT_MAX_BS
+        )
+
     def sglang_setting(self) -> str:
-        """The cut-off as SGLang can apply it: adaptive speculation exists from SGLang 0.5.14 on."""
+        """The cut-off as SGLang can apply it, with the file's content where it takes one."""
         cutoff = self.cutoff
         if cutoff is None:
             return "remove the --speculative-* flags"
-        version = parse_version(self.sglang_version)
-        if version is not None and version >= (0, 5, 14):
-            # Buckets are keyed by batch size; 0 steps = no drafting. The batch is routed to the
-            # largest key ≤ its (padded) size, so the no-spec bucket starts right above the cut-off.
-            return (
-                f"--speculative-adaptive with a no-speculation bucket from batch size {cutoff + 1} "
-                f'(--speculative-adaptive-config: bucket "{cutoff + 1}" with candidate steps [0])'
-            )
-        return f"serve C > {cutoff} from the base configuration (this SGLang has no no-speculation tier)"
+        config = self.adaptive_config()
+        if config is None:
+            return f"serve C > {cutoff} from the base configuration (this SGLang has no no-speculation tier)"
+        off = adaptive_spec.first_batch_without_speculation(
+            cutoff, self.cuda_graph_max_bs or adaptive_spec.DEFAULT_MAX_BS
+        )
+        granularity = (
+            f"; SGLang pads a batch to its CUDA-graph size before choosing, so batches {cutoff + 1}-{off - 1} "
+            "speculate too"
+            if off > cutoff + 1
+            else ""
+        )
+        return (
+            f"--speculative-adaptive --speculative-adaptive-config {self.profile}-adaptive-spec.json "
+            f"({json.dumps(config, separators=(',', ':'))}): speculation up to batch size {off - 1}, "
+            f"none from {off}{granularity}"
+        )
 
     def to_json(self) -> dict[str, Any]:
         cross = self.crossover
@@ -171,6 +197,7 @@ class Analysis:
             "crossover_status": cross.status if cross else None,
             "recommended_max_speculative_batch": self.cutoff,
             "advice": self.advice(),
+            "adaptive_config": self.adaptive_config(),
             "sglang_version": self.sglang_version,
             "base_drift": {str(c): d for c, d in sorted(self.drift.items())} or None,
         }

@@ -18,7 +18,7 @@ from pytest_llmperf.settings import Settings
 
 def outputs(results: Results, settings: Settings, *, created: str) -> list[str]:
     """Write every output the settings ask for; one note per file written (or skipped)."""
-    notes: list[str] = []
+    notes = adaptive_configs(results)
     if settings.json_path:
         write_json_atomic(Path(settings.json_path), results_json.render(results, created=created))
     if settings.report_dir:
@@ -28,6 +28,19 @@ def outputs(results: Results, settings: Settings, *, created: str) -> list[str]:
 
         write_json_atomic(settings.benchmark_json, benchmark_json.render(results))
         notes.append(f"pytest-benchmark JSON: {settings.benchmark_json}")
+    return notes
+
+
+def adaptive_configs(results: Results) -> list[str]:
+    """Each speculative cut-off as the ``--speculative-adaptive-config`` file its advice names,
+    in the run directory."""
+    notes = []
+    for analysis in results.analyses:
+        config = analysis.adaptive_config()
+        if config is not None and results.run_dir:
+            path = Path(results.run_dir) / f"{analysis.profile}-adaptive-spec.json"
+            write_json_atomic(path, config)
+            notes.append(f"{analysis.profile}: --speculative-adaptive-config file: {path}")
     return notes
 
 

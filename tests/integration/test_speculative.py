@@ -56,10 +56,10 @@ def test_same_run_speedup_crossover_reports_and_exports(pytester, project):
             "sim-spec vs sim-base (output_throughput), same run:",
             "*C  speedup  95 % CI*accept  break-even accept  base drift  gate",
             "  crossover at C = 64: speedup 0.* slower; keep speculation up to C = 1*, disable above: "
-            "--speculative-adaptive "
-            'with a no-speculation bucket from batch size 2 (--speculative-adaptive-config: bucket "2" with candidate '
-            "steps ?0?)",
+            "--speculative-adaptive --speculative-adaptive-config sim-spec-adaptive-spec.json (*): "
+            "speculation up to batch size 1, none from 2",
             "llmperf verdicts: 6 RECORDED",
+            "report: sim-spec: --speculative-adaptive-config file: *sim-spec-adaptive-spec.json",
             "report: *summary.md and 3 plot(s)",
             "report: pytest-benchmark JSON: *bench.json",
         ]
@@ -72,6 +72,11 @@ def test_same_run_speedup_crossover_reports_and_exports(pytester, project):
     assert spec["speedup"]["1"]["ratio"] > 1.0 > spec["speedup"]["64"]["high"]
     assert 2.0 < spec["speedup"]["1"]["accept_length"] < 2.2
     assert {c: g["verdict"] for c, g in spec["gate"].items()} == {"1": "RECORDED", "64": "RECORDED"}
+    (config_file,) = pytester.path.glob(".llmperf/runs/*/sim-spec-adaptive-spec.json")
+    config = json.loads(config_file.read_text())
+    assert config == spec["adaptive_config"] and sorted(config) == ["1", "2"]
+    steps = data["fingerprint"]["hard"]["sim-spec"]["server_args"]["speculative_num_steps"]
+    assert config["1"]["candidate_steps"] == [steps] and config["2"]["candidate_steps"] == [0]
 
     golden = json.loads((pytester.path / "baselines" / "sim-spec" / "sim.json").read_text())
     speedup_point = golden["points"]["test_perf.py::test_speculative_speedup[C=64]"]

@@ -62,9 +62,10 @@ def test_seed_shape_crosses_after_one_stream_and_recommends_the_cutoff():
     advice = a.advice()
     assert advice.startswith("crossover at C = 2: speedup 0.88")
     assert (
-        "keep speculation up to C = 1, disable above: --speculative-adaptive with a no-speculation bucket "
-        "from batch size 2" in advice
+        "keep speculation up to C = 1, disable above: --speculative-adaptive --speculative-adaptive-config "
+        "eagle3-adaptive-spec.json (" in advice
     )
+    assert advice.endswith("speculation up to batch size 1, none from 2")
     be = a.points[0].break_even_accept
     assert be == pytest.approx(2.1 / a.points[0].ratio)  # accept length over speedup
     data = a.to_json()
@@ -104,8 +105,11 @@ def test_a_win_within_noise_is_said_so():
 @pytest.mark.parametrize(
     ("version", "expected"),
     [
-        ("0.5.23", "--speculative-adaptive with a no-speculation bucket from batch size 2"),
-        ("0.5.14.post1", "--speculative-adaptive with a no-speculation bucket from batch size 2"),
+        ("0.5.23", "--speculative-adaptive --speculative-adaptive-config e-adaptive-spec.json ("),
+        (
+            "0.5.14.post1",
+            "--speculative-adaptive --speculative-adaptive-config e-adaptive-spec.json (",
+        ),
         (
             "0.5.13",
             "serve C > 1 from the base configuration (this SGLang has no no-speculation tier)",
