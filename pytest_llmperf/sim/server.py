@@ -27,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from pytest_llmperf import __version__
+from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.sim import textgen
 from pytest_llmperf.sim.engine import Engine, Faults, SimRequest
 from pytest_llmperf.sim.model import (
@@ -38,6 +39,8 @@ from pytest_llmperf.sim.model import (
 )
 
 log = logging.getLogger("sglang.sim")
+#: The schedulers' logger: SGLang prefixes each TP rank's lines with ``TPn``.
+rank_log = logging.getLogger("sglang.sim.scheduler")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 READY_LINE = "The server is fired up and ready to roll!"
 _JSON: dict[str, Any] = {"separators": (",", ":")}
@@ -225,15 +228,21 @@ class SimServer:
                 "Max running requests is reset to 48 for speculative decoding. "
                 "You can override this by explicitly setting --max-running-requests."
             )
-        log.info("Init torch distributed begin.")
-        log.info("Init torch distributed ends. mem usage=0.12 GB")
-        log.info("Load weight begin. avail mem=138.90 GB")
+        self._ranks("Init torch distributed begin.")
+        self._ranks("Init torch distributed ends. mem usage=0.12 GB")
+        self._ranks("Load weight begin. avail mem=138.90 GB")
         shards = 11
         pause = args.sim_load_time * 0.7 / shards
+        # Multi-thread loading is SGLang's default from 0.5.11, with its own bar.
+        bar = (
+            "Multi-thread loading shards"
+            if self._reports_at_least(0, 5, 11)
+            else ("Loading safetensors checkpoint shards")
+        )
         for k in range(1, shards + 1):
             await asyncio.sleep(pause)
             self._progress(
-                f"Loading safetensors checkpoint shards: {100 * k // shards:3d}% Completed | {k}/{shards} "
+                f"{bar}: {100 * k // shards:3d}% Completed | {k}/{shards} "
                 f"[00:{k:02d}<00:{shards - k:02d},  1.00s/it]"
             )
             if args.sim_crash_while_loading and k == shards // 2:
@@ -243,31 +252,52 @@ class SimServer:
                 )
                 sys.stderr.flush()
                 os._exit(1)
-        log.info(
+        self._ranks(
             "Load weight end. type=SimForCausalLM, dtype=torch.bfloat16, avail mem=123.40 GB, mem usage=15.50 GB."
         )
-        log.info("KV Cache is allocated. #tokens: 812345, K size: 49.60 GB, V size: 49.60 GB")
-        graph_phases = ["cuda graph"] + (
-            ["draft cuda graph", "draft extend cuda graph"] if self.speculation else []
-        )
+        self._ranks("KV Cache is allocated. #tokens: 812345, K size: 49.60 GB, V size: 49.60 GB")
+        if self._reports_at_least(0, 5, 14):
+            target = "target verify CUDA graph" if self.speculation else "target decode CUDA graph"
+            graph_phases = [target] + (
+                ["draft decode CUDA graph", "draft extend CUDA graph"] if self.speculation else []
+            )
+        else:
+            graph_phases = ["cuda graph"] + (
+                ["draft cuda graph", "draft extend cuda graph"] if self.speculation else []
+            )
         for phase in graph_phases:
-            log.info(
-                "Capture %s begin. This can take up to several minutes. avail mem=19.80 GB", phase
+            if "draft" in phase and phase == next(p for p in graph_phases if "draft" in p):
+                # The draft model loads in the same scheduler once the target is captured.
+                self._ranks("Load weight begin. avail mem=18.40 GB")
+                self._progress(f"{bar}: 100% Completed | 1/1 [00:01<00:00,  1.00s/it]")
+                self._ranks(
+                    "Load weight end. type=SimEagle3Draft, dtype=torch.bfloat16, avail mem=17.90 GB."
+                )
+            self._ranks(
+                f"Capture {phase} begin. This can take up to several minutes. avail mem=19.80 GB"
             )
             for i, bs in enumerate((1, 2, 4, 8), start=1):
                 await asyncio.sleep(args.sim_load_time * 0.3 / (4 * len(graph_phases)))
                 self._progress(
                     f"Capturing batches (bs={bs} avail_mem=19.75 GB): {25 * i:3d}%| {i}/4 [00:0{i}<00:0{4 - i}]"
                 )
-            log.info(
-                "Capture %s end. Time elapsed: 0.10 s. mem usage=1.30 GB. avail mem=18.50 GB.",
-                phase,
+            self._ranks(
+                f"Capture {phase} end. Time elapsed: 0.10 s. mem usage=1.30 GB. avail mem=18.50 GB."
             )
         log.info(
             "max_total_num_tokens=812345, chunked_prefill_size=8192, max_prefill_tokens=16384, "
             "max_running_requests=%d, context_len=131072, available_gpu_mem=17.90 GB",
             self.max_running_requests,
         )
+
+    def _ranks(self, message: str) -> None:
+        """A line from every TP rank's scheduler, with SGLang's ``[time TPn]`` logger prefix."""
+        for rank in range(max(1, self.args.tp_size)):
+            rank_log.info(message, extra={"rank": f" TP{rank}"})
+
+    def _reports_at_least(self, *version: int) -> bool:
+        reported = parse_version(self.args.sim_report_version)
+        return reported is not None and reported >= version
 
     def _progress(self, line: str) -> None:
         if self.args.sim_progress_cr:
@@ -792,4 +822,11 @@ def main(argv: list[str] | None = None) -> int:
         datefmt="%Y-%m-%d %H:%M:%S",
         stream=sys.stderr,
     )
+    # SGLang's schedulers log as "[%(asctime)s TP3] %(message)s" (configure_logger's prefix).
+    ranks = logging.StreamHandler(sys.stderr)
+    ranks.setFormatter(
+        logging.Formatter("[%(asctime)s%(rank)s] %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+    )
+    rank_log.addHandler(ranks)
+    rank_log.propagate = False
     return asyncio.run(serve(args, unmodeled))
