@@ -30,6 +30,7 @@ from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
 from pytest_llmperf.core.speculative import paired_ratios
 from pytest_llmperf.core.verdict import STAGES, Verdict, decide
+from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.errors import LLMPerfWarning, ServerDiedError, ServerError
 from pytest_llmperf.golden import check
 from pytest_llmperf.golden.store import GoldenError, PendingRun
@@ -98,6 +99,47 @@ def served_model(server: ServerHandle) -> str:
     return "default"
 
 
+#: The first SGLang that reports speculative counts over the OpenAI API (when asked).
+SPEC_DETAILS_OVER_OPENAI = (0, 5, 19)
+
+
+def server_sglang_version(server: ServerHandle) -> tuple[int, int, int] | None:
+    """The SGLang version the server reports on /server_info (None for other servers)."""
+    info = server.info.get("/server_info") or server.info.get("/get_server_info") or {}
+    return parse_version(str(info.get("version"))) if isinstance(info, dict) else None
+
+
+def report_body(profile: Profile, server: ServerHandle) -> dict[str, Any]:
+    """What a request must ask for so that the server reports what the metrics need: over the
+    OpenAI API, SGLang sends a speculative server's verify counts only when asked (0.5.19+)."""
+    version = server_sglang_version(server)
+    if (
+        profile.api == "openai"
+        and profile.speculative
+        and version
+        and version >= SPEC_DETAILS_OVER_OPENAI
+    ):
+        return {"return_spec_tokens_details": True}
+    return {}
+
+
+def accept_length_note(profile: Profile, server: ServerHandle) -> str | None:
+    """Where the accept length cannot be had, say so instead of leaving the column empty."""
+    version = server_sglang_version(server)
+    if (
+        profile.api == "openai"
+        and profile.speculative
+        and version
+        and version < SPEC_DETAILS_OVER_OPENAI
+    ):
+        return (
+            f"accept length cannot be measured over the OpenAI API on SGLang "
+            f"{'.'.join(map(str, version))}: it reports speculative counts there only from 0.5.19 on. "
+            'Use api = "sglang" (native /generate) to measure it.'
+        )
+    return None
+
+
 def _golden(session: LLMPerfSession, point: Point) -> tuple[Path, dict[str, Any] | None]:
     """The point's golden file and content, or fail the test when the file is unusable."""
     __tracebackhide__ = True
@@ -155,6 +197,7 @@ class LLMPerfFixture:
             output_len=output_len or self.profile.output_len,
             model=served_model(self.server),
             extra_body=self.profile.extra_body,
+            report_body=report_body(self.profile, self.server),
         )
 
     def measure(
@@ -421,6 +464,9 @@ def start_server(profile: Profile, session: LLMPerfSession, progress: ProgressLi
             finally:
                 progress.finish()
         handle.info = lifecycle.fetch_info(handle)
+        unmeasurable = accept_length_note(profile, handle)
+        if unmeasurable:
+            warnings.warn(LLMPerfWarning(f"{profile.name}: {unmeasurable}"), stacklevel=2)
     except ServerError as exc:
         failure = str(exc)
     if failure is not None:
@@ -428,7 +474,11 @@ def start_server(profile: Profile, session: LLMPerfSession, progress: ProgressLi
             failure, pytrace=False
         )  # outside the except: no "during handling" chain in the report
     session.servers[profile.name] = handle
-    session.fingerprints[profile.name] = fingerprint.take(profile, handle.info, handle.command)
+    # The launched profile: its args as adapted to the server's version.
+    session.fingerprints[profile.name] = fingerprint.take(
+        handle.profile, handle.info, handle.command
+    )
+    _warn_if_servers_differ(session, profile)
     return handle
 
 
@@ -440,6 +490,35 @@ def stop_server(handle: ServerHandle) -> None:
     lifecycle.stop(handle)
     for note in handle.notes[before:]:
         warnings.warn(LLMPerfWarning(note), stacklevel=2)
+
+
+def _warn_if_servers_differ(session: LLMPerfSession, profile: Profile) -> None:
+    """Once both servers of a speculative pair have run: what their own /server_info says
+    differs beyond the speculative settings and beyond what the profiles set differently (the
+    launch warned about those). SGLang may change a setting itself when it speculates: 0.5.6
+    and 0.5.9 turn overlap scheduling off for EAGLE-3, so the speedup also measures that."""
+    from pytest_llmperf.engines.sglang import server_differences
+    from pytest_llmperf.golden.fingerprint import flag_fields
+
+    selected = {p.name for p in session.selected}
+    pairs = [(p, session.profile(p.base_profile)) for p in session.selected
+             if p.speculative and p.base_profile in selected and not p.remeasure_of
+             and profile.name in (p.name, p.base_profile)]  # fmt: skip
+    for spec, base in pairs:
+        spec_fp, base_fp = session.fingerprints.get(spec.name), session.fingerprints.get(base.name)
+        if spec_fp is None or base_fp is None or not spec_fp.profile_keys:
+            continue
+        set_by_profiles = flag_fields(spec.args) | flag_fields(base.args)
+        diff = server_differences(base_fp.server_args, spec_fp.server_args, skip=set_by_profiles)
+        if diff:
+            warnings.warn(
+                LLMPerfWarning(
+                    f"{spec.name} and its base {base.name} run with different server settings, by their "
+                    f"own /server_info, so the speedup also measures these: {'; '.join(diff)}. Set them "
+                    "explicitly and identically in both profiles for a fair comparison."
+                ),
+                stacklevel=3,
+            )
 
 
 def _warn_if_unfair(session: LLMPerfSession, spec: Profile) -> None:

@@ -93,7 +93,7 @@ class LLMPerfSession:
         for profile in self.selected:
             if profile.speculative and profile.base_profile and not profile.remeasure_of:
                 fp = self.fingerprints.get(profile.name)
-                args = (fp.hard.get("server_args") or {}) if fp else {}
+                args = fp.server_args if fp else {}
                 max_bs = args.get("cuda_graph_max_bs_decode") or args.get("cuda_graph_max_bs")
                 out += [
                     replace(

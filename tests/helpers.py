@@ -163,6 +163,8 @@ def test_speculative_speedup(llmperf_speedup):
 
 
 STANDIN = Path(__file__).resolve().parent / "standin" / "launch_server.py"
+#: ServerArgs field names per SGLang release (scripts/sglang_server_fields.py, from the wheels).
+SERVER_FIELDS = Path(__file__).resolve().parent / "data" / "sglang-server-fields"
 
 
 def fake_sglang(root: Path, version: str) -> Path:
@@ -174,6 +176,9 @@ def fake_sglang(root: Path, version: str) -> Path:
     (site / "sglang").mkdir(parents=True)
     (site / "sglang" / "__init__.py").write_text(f'__version__ = "{version}"\n')
     shutil.copy(STANDIN, site / "sglang" / "launch_server.py")
+    fields = SERVER_FIELDS / f"{version}.txt"
+    if fields.exists():
+        shutil.copy(fields, site / "sglang" / f"server-fields-{version}.txt")
     info = site / f"sglang-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
@@ -188,10 +193,11 @@ def write_sglang_profile(
     concurrency: str = "[1]",
     shutdown_timeout_s: float = 5,
     request_timeout_s: float = 10,
+    marker: str | None = None,
 ) -> str:
     """Profile ``gpu`` with engine = "sglang" on the stand-in package at ``version`` (None: no
     SGLang installed) and the throughput suite; returns the model marker."""
-    marker = f"standin-{uuid.uuid4().hex[:10]}"
+    marker = marker or f"standin-{uuid.uuid4().hex[:10]}"
     env = f'env = {{ PYTHONPATH = "{fake_sglang(pytester.path, version)}" }}' if version else ""
     quoted = ", ".join(f'"{a}"' for a in args)
     pytester.makefile(

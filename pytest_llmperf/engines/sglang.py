@@ -8,6 +8,8 @@ rewrite what moved, warn about what misleads, refuse what cannot work.
   Rewritten to ``--cuda-graph-max-bs-decode`` from 0.5.14 on.
 - ``--enable-flashinfer-allreduce-fusion``: deprecated from 0.5.14 in favour of
   ``--flashinfer-allreduce-fusion-backend auto``; rewritten there.
+- ``--stream-output`` became ``--incremental-streaming-output`` in 0.5.11 (a deprecated alias
+  until 0.5.20, where it is gone: exit 2); either name is rewritten to the one the version has.
 - ``--num-continuous-decode-steps`` is parsed but has no effect in any version: a warning.
 - ``--speculative-adaptive`` (and its config) exists only from 0.5.11: refused before.
 - A speculative server caps running requests at 48 unless ``--max-running-requests`` is set:
@@ -19,11 +21,13 @@ The flag functions are pure: the launcher applies them with the version that
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.errors import ServerStartError
@@ -33,6 +37,10 @@ __all__ = ["Adapted", "adapt", "installed_version", "parse_version", "unfair_dif
 
 #: Flags that make a profile speculative; a fair comparison differs from its base only in these.
 SPECULATIVE_PREFIX = "--speculative-"
+#: /server_info fields that name a server rather than configure it.
+SERVER_IDENTITY_KEYS = frozenset(
+    {"model_path", "served_model_name", "host", "port", "nccl_port", "random_seed"}
+)
 
 
 @dataclass
@@ -96,6 +104,18 @@ def adapt(args: Sequence[str], version: str | None, *, where: str) -> Adapted:
                 f"auto (deprecated since 0.5.14; SGLang {version})"
             )
             flag, value, eq = "--flashinfer-allreduce-fusion-backend", "auto", False
+        elif flag == "--stream-output" and v is not None and v >= (0, 5, 11):
+            state = "removed in 0.5.20" if v >= (0, 5, 20) else "deprecated since 0.5.11"
+            notes.append(
+                f"--stream-output rewritten to --incremental-streaming-output ({state}; SGLang {version})"
+            )
+            flag = "--incremental-streaming-output"
+        elif flag == "--incremental-streaming-output" and v is not None and v < (0, 5, 11):
+            notes.append(
+                "--incremental-streaming-output rewritten to --stream-output (its name before 0.5.11; "
+                f"SGLang {version})"
+            )
+            flag = "--stream-output"
         elif flag == "--num-continuous-decode-steps":
             notes.append(
                 "warning: --num-continuous-decode-steps has no effect in any SGLang version (a dead flag); "
@@ -116,6 +136,20 @@ def adapt(args: Sequence[str], version: str | None, *, where: str) -> Adapted:
     if v is None and version:
         notes.append(f"SGLang version {version!r} not understood; flags passed unchanged")
     return Adapted(_join(out), notes)
+
+
+def server_differences(
+    base: dict[str, Any], spec: dict[str, Any], *, skip: frozenset[str] | set[str] = frozenset()
+) -> list[str]:
+    """Resolved server settings that differ between a base server and its speculative
+    counterpart, beyond the speculative ones and ``skip``: ``field: base → speculative``."""
+    lines = []
+    for key in sorted(set(base) | set(spec)):
+        if key.startswith("speculative_") or key in skip or key in SERVER_IDENTITY_KEYS:
+            continue
+        if base.get(key) != spec.get(key):
+            lines.append(f"{key}: {json.dumps(base.get(key))} \u2192 {json.dumps(spec.get(key))}")
+    return lines
 
 
 def unfair_differences(spec_args: Sequence[str], base_args: Sequence[str]) -> list[str]:

@@ -51,7 +51,7 @@ def compare(
         pytest.fail(
             f"{point.message} for {point.key}.\n  Record it: {update_command}", pytrace=False
         )
-    changes = fingerprint.diff(golden["fingerprint"]["hard"], current.hard)
+    changes = fingerprint.hard_changes(golden["fingerprint"]["hard"], current)
     changes += [
         f"workload.{line}" for line in fingerprint.diff(entry.get("workload", {}), point.workload)
     ]
@@ -64,9 +64,7 @@ def compare(
             + f"\n  If the change is intended, re-record (and review the diff): {update_command}",
             pytrace=False,
         )
-    point.environment_changes = fingerprint.diff(
-        golden["fingerprint"].get("soft", {}), current.soft
-    )
+    point.environment_changes = fingerprint.soft_changes(golden["fingerprint"], current)
     return entry
 
 

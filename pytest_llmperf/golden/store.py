@@ -27,6 +27,8 @@ from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.stats import Summary
 from pytest_llmperf.errors import LLMPerfError
 from pytest_llmperf.files import write_json_atomic
+from pytest_llmperf.golden import fingerprint
+from pytest_llmperf.golden.fingerprint import Fingerprint
 
 SCHEMA_VERSION = 1
 #: With --perf-pool, keep at most this many runs per point (the newest).
@@ -104,9 +106,8 @@ def apply(
     """The file content after recording ``pending``, and what changed (one line per point)."""
     data = existing or {"schema": SCHEMA_VERSION, "profile": pending.profile, "points": {}}
     notes = []
-    if existing is not None and existing["fingerprint"].get("hard") != pending.fingerprint.get(
-        "hard"
-    ):
+    current = Fingerprint.from_json(pending.fingerprint)
+    if existing is not None and fingerprint.hard_changes(existing["fingerprint"]["hard"], current):
         # New hard keys: the other points were measured under a configuration that no longer exists.
         stale = sorted(set(existing["points"]) - {p.key for p in pending.points})
         for key in stale:

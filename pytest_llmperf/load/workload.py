@@ -20,6 +20,9 @@ class Workload:
     model: str = "default"
     #: Top-level JSON fields merged into every body, e.g. llama.cpp's ``cache_prompt``.
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    #: Fields the plugin adds for what the server must report (not part of the workload's
+    #: definition, so not in ``describe``): e.g. SGLang's ``return_spec_tokens_details``.
+    report_body: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def path(self) -> str:
@@ -51,6 +54,7 @@ class Workload:
                     "stream_options": {"include_usage": True, "continuous_usage_stats": True},
                 }
             body.update(self.extra_body)
+            body.update(self.report_body)
             out.append(json.dumps(body, separators=(",", ":")).encode())
         return out
 

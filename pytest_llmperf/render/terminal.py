@@ -123,6 +123,10 @@ def verdict_lines(results: Results) -> list[Line]:
                 "green",
             )
         )
+    changes = environment_changes(results)
+    if changes:
+        lines.append(("Changed since the goldens (not blocking):", None))
+        lines += [(f"  {profile}: {change}", None) for profile, change in changes]
     lines += [(f"golden: {note}", None) for note in results.golden_notes]
     if results.unused_goldens:
         lines.append(
@@ -133,6 +137,16 @@ def verdict_lines(results: Results) -> list[Line]:
         )
         lines += [(f"  {item}", None) for item in results.unused_goldens]
     return lines
+
+
+def environment_changes(results: Results) -> list[tuple[str, str]]:
+    """(profile, change) for what differs from the goldens without blocking: new server
+    versions, binaries, server fields added or removed. Each change once per profile."""
+    seen: dict[tuple[str, str], None] = {}
+    for point in results.all_points:
+        for change in point.environment_changes:
+            seen.setdefault((point.profile, change), None)
+    return list(seen)
 
 
 def _point_lines(p: Point) -> list[Line]:

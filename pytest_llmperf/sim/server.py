@@ -126,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the version /server_info reports (a stand-in for a given SGLang release)",
     )
     g.add_argument(
+        "--sim-server-fields",
+        default=None,
+        metavar="FILE",
+        help="report exactly these /server_info fields (one name a line), as the SGLang release "
+        "impersonated has them; fields it does not model are null",
+    )
+    g.add_argument(
         "--sim-children",
         type=int,
         default=0,
@@ -206,6 +213,10 @@ class SimServer:
                 speculative_num_draft_tokens=self.speculation.num_draft_tokens,
             )
         info.update(self.unmodeled)
+        if self.args.sim_server_fields:
+            with open(self.args.sim_server_fields, encoding="utf-8") as f:
+                names = [line.strip() for line in f if line.strip()]
+            info = {name: info.get(name) for name in names}
         # Only the speed factor is configuration; the fault knobs stay hidden, as a real
         # regression would be, so a slowed-down engine is compared (and fails), not INCOMPARABLE.
         info["sim_speed"] = self.args.sim_speed
@@ -664,6 +675,21 @@ class SimServer:
                     [{"index": 0, "delta": {}, "finish_reason": finish(sent)}],
                     usage(sent) if continuous else None,
                 )
+            if (
+                body.get("return_spec_tokens_details")
+                and self.speculation
+                and self._reports_at_least(0, 5, 19)
+            ):
+                # SGLang 0.5.19+: a response-level chunk, only when the request asks for it.
+                details = self._spec_meta(req)
+                sglext = {"routed_experts": None, "cached_tokens_details": None, "spec_tokens_details": {
+                    "spec_verify_ct": details["spec_verify_ct"], "spec_accept_length": details["spec_accept_length"],
+                    "spec_accept_rate": details["spec_accept_rate"],
+                    "spec_num_correct_drafts": details["spec_accept_token_num"],
+                    "spec_num_proposed_drafts": details["spec_draft_token_num"]}}  # fmt: skip
+                chunk = {"id": cid, "created": created, "object": obj_chunk, "choices": [],
+                         "model": self.served_model_name, "sglext": sglext}  # fmt: skip
+                await resp.write(b"data: " + json.dumps(chunk, **_JSON).encode() + b"\n\n")
             if include_usage:
                 await send([], usage(sent))
         except _RequestFailed as exc:

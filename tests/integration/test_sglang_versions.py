@@ -14,7 +14,13 @@ import sys
 
 import pytest
 
-from tests.helpers import FAST_SIM_ARGS, fake_sglang, processes_with, write_sglang_profile
+from tests.helpers import (
+    FAST_SIM_ARGS,
+    THROUGHPUT_SUITE,
+    fake_sglang,
+    processes_with,
+    write_sglang_profile,
+)
 
 
 def project(pytester, version: str | None, args: list[str]) -> str:
@@ -111,3 +117,90 @@ def test_missing_sglang_says_where_it_was_looked_for_and_what_to_do(pytester):
             "field 'python'). Install it there*"
         ]
     )
+
+
+def test_a_golden_survives_an_sglang_upgrade_but_not_a_changed_attention_backend(pytester):
+    """Recorded against the stand-in as SGLang 0.5.19, checked against it as 0.5.23: the server
+    reports the 0.5.23 field set (56 fields added, 0.5.19's removed ones gone), which is soft;
+    a different attention backend is not."""
+    args = [
+        "--tp-size",
+        "1",
+        "--attention-backend",
+        "flashinfer",
+        "--sim-load-time",
+        "0.2",
+        "--sim-speed",
+        "20",
+    ]
+    marker = write_sglang_profile(pytester, args, version="0.5.19")
+    pytester.runpytest("--perf-update", "--perf-update-runs", "4").assert_outcomes(passed=1)
+
+    write_sglang_profile(pytester, args, version="0.5.23", marker=marker)
+    upgraded = pytester.runpytest("--perf-json", "out.json")
+    upgraded.assert_outcomes(passed=1)
+    upgraded.stdout.fnmatch_lines(
+        [
+            "llmperf verdicts: 1 PASS",
+            "Changed since the goldens (not blocking):",
+            '  gpu: server_version: "0.5.19" → "0.5.23"',
+            "  gpu: * server field(s) added: *",
+            "  gpu: * server field(s) removed: *",
+        ]
+    )
+    (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+    assert (
+        point["verdict"] == "PASS"
+        and 'server_version: "0.5.19" → "0.5.23"' in point["environment_changes"]
+    )
+
+    triton = [a if a != "flashinfer" else "triton" for a in args]
+    write_sglang_profile(pytester, triton, version="0.5.23", marker=marker)
+    changed = pytester.runpytest()
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines(
+        [
+            "*gpu C=1: INCOMPARABLE with *",
+            '    server_args.attention_backend: "flashinfer" → "triton"',
+        ]
+    )
+
+
+@pytest.mark.parametrize(("version", "unfair"), [("0.5.9", True), ("0.5.23", False)])
+def test_overlap_scheduling_turned_off_by_speculation_is_warned_about(pytester, version, unfair):
+    """The profiles differ only in the speculative flags; SGLang 0.5.9 turns overlap scheduling off
+    for EAGLE-3 by itself, and only the servers' own /server_info says so."""
+    site = fake_sglang(pytester.path, version)
+    pytester.makefile(
+        ".toml",
+        profiles=f"""
+[profiles.base]
+engine = "sglang"
+model = "standin-fair"
+args = ["--tp-size", "1", "--max-running-requests", "64", "{'", "'.join(FAST_SIM_ARGS)}"]
+env = {{ PYTHONPATH = "{site}" }}
+concurrency = [1]
+runs = 2
+output_len = 32
+min_requests = 4
+ready_timeout_s = 30
+shutdown_timeout_s = 5
+
+[profiles.spec]
+extends = "base"
+extra_args = ["--speculative-algorithm", "EAGLE3"]
+""",
+    )
+    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
+    result = pytester.runpytest(
+        "--llm-profile", "base,spec", "--perf-update", "--perf-update-runs", "2", "-W", "always"
+    )
+    result.assert_outcomes(passed=2)
+    warning = (
+        "*spec and its base base run with different server settings, by their own /server_info*"
+    )
+    if unfair:
+        result.stdout.fnmatch_lines([warning + "disable_overlap_schedule: null \u2192 true*"])
+    else:
+        result.stdout.no_fnmatch_line(warning)

@@ -4,7 +4,9 @@ the way SGLang's argparse does (exit 2), then runs the simulated engine with the
 """
 
 import importlib.metadata
+import os
 import sys
+from pathlib import Path
 
 from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.sim.server import main
@@ -31,4 +33,25 @@ for new_flag in ("--cuda-graph-max-bs-decode", "--flashinfer-allreduce-fusion-ba
         refuse(f"unrecognized arguments: {new_flag}")
 if V < (0, 5, 11) and "--speculative-adaptive" in flags:
     refuse("unrecognized arguments: --speculative-adaptive")
-sys.exit(main([*sys.argv[1:], "--sim-report-version", VERSION]))
+if V >= (0, 5, 20) and "--stream-output" in flags:
+    refuse("unrecognized arguments: --stream-output")
+if V < (0, 5, 11) and "--incremental-streaming-output" in flags:
+    refuse("unrecognized arguments: --incremental-streaming-output")
+# 0.5.6 and 0.5.9 turn the overlap scheduler off for EAGLE-3 (and STANDALONE) unless spec v2 is on.
+spec = next(
+    (sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--speculative-algorithm"), None
+)
+if (
+    V < (0, 5, 11)
+    and spec in ("EAGLE3", "STANDALONE")
+    and os.environ.get("SGLANG_ENABLE_SPEC_V2") != "1"
+):
+    sys.argv.append("--disable-overlap-schedule")
+# The /server_info field set of this release, read from its wheel (tests/data/sglang-server-fields).
+FIELDS = Path(__file__).with_name(f"server-fields-{VERSION}.txt")
+own = [
+    "--sim-report-version",
+    VERSION,
+    *(["--sim-server-fields", str(FIELDS)] if FIELDS.exists() else []),
+]
+sys.exit(main([*sys.argv[1:], *own]))

@@ -116,3 +116,88 @@ def test_volatile_server_fields_are_not_hard_keys():
         "internal_states": [{}],
     }
     assert fingerprint.normalized_server_args(info) == {"tp_size": 8}
+
+
+PROFILE_KEYS = frozenset({"tp_size", "attention_backend"})
+
+
+def sglang_fp(fields: dict, version: str = "0.5.23") -> fingerprint.Fingerprint:
+    hard_args, soft_args = fingerprint.split_server_args(fields, PROFILE_KEYS)
+    return fingerprint.Fingerprint(
+        {"hardware": {"key": "sim"}, "engine": "sglang", "model": "m", "server_args": hard_args},
+        {"server_version": version, "server_args": soft_args},
+        PROFILE_KEYS,
+    )
+
+
+BASE = {"tp_size": 8, "attention_backend": "flashinfer", "mem_fraction_static": 0.88, "log_requests": False,
+        "cuda_graph_max_bs": 128, "old_field": 1}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "hard"),
+    [
+        (
+            {"attention_backend": "triton"},
+            ['server_args.attention_backend: "flashinfer" → "triton"'],
+        ),  # the profile's
+        (
+            {"mem_fraction_static": 0.8},
+            ["server_args.mem_fraction_static: 0.88 → 0.8"],
+        ),  # decides speed
+        (
+            {"cuda_graph_max_bs_decode": 64},
+            ["server_args.cuda_graph_max_bs_decode: 128 → 64"],
+        ),  # renamed field
+        ({"log_requests": True}, []),  # any other field is soft
+        ({"new_field": "x"}, []),  # a field one side lacks is soft
+    ],
+)
+def test_only_what_decides_speed_makes_a_golden_incomparable(change, hard):
+    golden = sglang_fp(BASE, "0.5.13").to_json()
+    current = {
+        k: v
+        for k, v in BASE.items()
+        if not (k == "cuda_graph_max_bs" and "cuda_graph_max_bs_decode" in change)
+    }
+    assert fingerprint.hard_changes(golden["hard"], sglang_fp({**current, **change})) == hard
+
+
+def test_an_upgrade_is_summarized_softly():
+    golden = sglang_fp(BASE, "0.5.19").to_json()
+    new = (
+        {k: v for k, v in BASE.items() if k != "old_field"}
+        | {f"f{i}": 0 for i in range(10)}
+        | {"log_requests": True}
+    )
+    lines = fingerprint.soft_changes(golden, sglang_fp(new, "0.5.23"))
+    assert lines == [
+        'server_version: "0.5.19" → "0.5.23"',
+        "10 server field(s) added: f0, f1, f2, f3, f4, f5, f6, f7, and 2 more",
+        "1 server field(s) removed: old_field",
+        "server_args.log_requests: false → true",
+    ]
+    assert fingerprint.hard_changes(golden["hard"], sglang_fp(new, "0.5.23")) == []
+
+
+def test_a_golden_recorded_before_the_split_is_read_the_same_way():
+    """Older goldens hold every server field under hard: the same rule applies to them."""
+    everything = {
+        "hardware": {"key": "sim"},
+        "engine": "sglang",
+        "model": "m",
+        "server_args": dict(BASE),
+    }
+    assert fingerprint.hard_changes(everything, sglang_fp({**BASE, "log_requests": True})) == []
+    assert fingerprint.hard_changes(everything, sglang_fp({**BASE, "tp_size": 4})) == [
+        "server_args.tp_size: 8 → 4"
+    ]
+
+
+def test_the_comparability_hash_follows_what_the_profile_sets():
+    a, b = sglang_fp(BASE), sglang_fp({**BASE, "mem_fraction_static": 0.5, "new_field": 1})
+    assert (
+        a.comparability_hash
+        == b.comparability_hash
+        != sglang_fp({**BASE, "tp_size": 4}).comparability_hash
+    )

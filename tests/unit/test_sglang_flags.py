@@ -106,3 +106,24 @@ def test_unfair_differences_show_everything_beyond_the_speculative_flags():
         "--mem-fraction-static: 0.85 \u2192 0.88",
     ]
     assert unfair_differences(base + ["--speculative-algorithm", "EAGLE3"], base) == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "version", "expected", "note"),
+    [
+        ("--stream-output", "0.5.9", "--stream-output", None),
+        ("--stream-output", "0.5.14", "--incremental-streaming-output", "deprecated since 0.5.11"),
+        ("--stream-output", "0.5.23", "--incremental-streaming-output", "removed in 0.5.20"),
+        ("--incremental-streaming-output", "0.5.6", "--stream-output", "its name before 0.5.11"),
+        ("--incremental-streaming-output", "0.5.23", "--incremental-streaming-output", None),
+    ],
+)
+def test_streaming_output_flag_by_version(flag, version, expected, note):
+    adapted = adapt(["--tp-size", "1", flag], version, where="p")
+    assert adapted.args == ["--tp-size", "1", expected]
+    rewrites = [
+        n
+        for n in adapted.notes
+        if "rewritten to --stream" in n or "rewritten to --incremental" in n
+    ]
+    assert (note is None and not rewrites) or (note is not None and note in rewrites[0])
