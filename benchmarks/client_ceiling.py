@@ -43,6 +43,7 @@ from pytest_llmperf.core import metrics
 from pytest_llmperf.engines.lifecycle import free_port
 from pytest_llmperf.load.loadgen import LevelPlan, measure_level, measure_level_async
 from pytest_llmperf.load.workload import Workload
+from pytest_llmperf.sim import paced
 
 PACED_ITL_MS = 20.0
 
@@ -178,17 +179,7 @@ def run_aiperf(
 
 def start_server(itl_ms: float, framing: str, core: int | None) -> tuple[subprocess.Popen, str]:
     port = free_port("127.0.0.1")
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest_llmperf.sim.paced",
-        "--port",
-        str(port),
-        "--itl-ms",
-        str(itl_ms),
-        "--framing",
-        framing,
-    ]
+    cmd = paced.command(port, itl_ms, "--framing", framing)
     if core is not None:
         cmd += ["--cpu", str(core)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from pytest_llmperf.engines.lifecycle import free_port
+from pytest_llmperf.sim import paced
 
 #: Fast simulated-engine flags for tests: short load, 20x the reference node's speed.
 FAST_SIM_ARGS = ["--sim-load-time", "0.2", "--sim-speed", "20"]
@@ -69,18 +70,9 @@ def start_sim(*extra: str) -> Subprocess:
 
 def start_paced(itl_ms: float, tokens_per_chunk: int = 1) -> Subprocess:
     port = free_port("127.0.0.1")
-    args = [
-        sys.executable,
-        "-m",
-        "pytest_llmperf.sim.paced",
-        "--port",
-        str(port),
-        "--itl-ms",
-        str(itl_ms),
-        "--tokens-per-chunk",
-        str(tokens_per_chunk),
-    ]
-    return Subprocess(args, "/health", port)
+    return Subprocess(
+        paced.command(port, itl_ms, "--tokens-per-chunk", str(tokens_per_chunk)), "/health", port
+    )
 
 
 def processes_with(marker: str) -> list[psutil.Process]:

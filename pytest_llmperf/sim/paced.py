@@ -23,12 +23,27 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import time
 from typing import Any
 
 perf_counter = time.perf_counter
 _CACHE: dict[tuple, list[bytes]] = {}
 STATS: list[tuple[float, float, float]] = []  # (arrived, first written, last written)
+
+
+def command(port: int, itl_ms: float, *options: str) -> list[str]:
+    """The command line that starts this server on ``port`` (``options``: its other flags)."""
+    return [
+        sys.executable,
+        "-m",
+        "pytest_llmperf.sim.paced",
+        "--port",
+        str(port),
+        "--itl-ms",
+        str(itl_ms),
+        *options,
+    ]
 
 
 def _events(path: str, n: int, usage_each: bool, chat: bool, per_chunk: int) -> list[bytes]:
