@@ -355,18 +355,30 @@ class SimServer:
         return {"type": "length", "length": req.target_tokens}
 
     def _spec_meta(self, req: SimRequest) -> dict[str, Any]:
+        """The final event's speculative keys, as the impersonated release names them (read in the
+        0.5.6, 0.5.19 and 0.5.23 tokenizer managers): 0.5.6 always sends accept rate, accept length
+        and verify count and, once a request verified, the accepted / draft token counts; later
+        releases send them only when the request verified at least once, under new names, with the
+        previous names as aliases until 0.5.23. ``spec_verify_ct`` is in all of them."""
         if self.speculation is None:
             return {}
-        steps = self.speculation.num_steps
-        return {
-            "spec_verify_ct": req.verify_ct,
+        drafts = req.verify_ct * (self.speculation.num_draft_tokens - 1)
+        verified = {
+            "spec_accept_rate": req.accepted_drafts / drafts if drafts else 0.0,
             "spec_accept_length": req.generated / req.verify_ct if req.verify_ct else 0.0,
-            "spec_accept_rate": req.accepted_drafts / (req.verify_ct * steps)
-            if req.verify_ct
-            else 0.0,
-            "spec_accept_token_num": req.accepted_drafts,
-            "spec_draft_token_num": req.verify_ct * steps,
+            "spec_verify_ct": req.verify_ct,
         }
+        if not self._reports_at_least(0, 5, 9):
+            return {**verified, **({"spec_accept_token_num": req.accepted_drafts, "spec_draft_token_num": drafts}
+                                   if req.verify_ct else {})}  # fmt: skip
+        if not req.verify_ct:
+            return {}
+        counts = {
+            "spec_num_correct_drafts": req.accepted_drafts,
+            "spec_num_proposed_drafts": drafts,
+        }
+        aliases = {"spec_accepted_drafts": req.accepted_drafts, "spec_proposed_drafts": drafts}
+        return {**verified, **counts, **({} if self._reports_at_least(0, 5, 23) else aliases)}
 
     def _meta(self, req: SimRequest, n: int) -> dict[str, Any]:
         meta: dict[str, Any] = {
@@ -681,12 +693,13 @@ class SimServer:
                 and self._reports_at_least(0, 5, 19)
             ):
                 # SGLang 0.5.19+: a response-level chunk, only when the request asks for it.
-                details = self._spec_meta(req)
-                sglext = {"routed_experts": None, "cached_tokens_details": None, "spec_tokens_details": {
-                    "spec_verify_ct": details["spec_verify_ct"], "spec_accept_length": details["spec_accept_length"],
-                    "spec_accept_rate": details["spec_accept_rate"],
-                    "spec_num_correct_drafts": details["spec_accept_token_num"],
-                    "spec_num_proposed_drafts": details["spec_draft_token_num"]}}  # fmt: skip
+                none = {"spec_verify_ct": 0, "spec_accept_length": 0.0, "spec_accept_rate": 0.0,
+                        "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 0}  # fmt: skip
+                details = {**none, **self._spec_meta(req)}
+                sglext = {"routed_experts": None, "cached_tokens_details": None,
+                          "spec_tokens_details": {k: details[k] for k in (
+                              "spec_verify_ct", "spec_accept_length", "spec_accept_rate",
+                              "spec_num_correct_drafts", "spec_num_proposed_drafts")}}  # fmt: skip
                 chunk = {"id": cid, "created": created, "object": obj_chunk, "choices": [],
                          "model": self.served_model_name, "sglext": sglext}  # fmt: skip
                 await resp.write(b"data: " + json.dumps(chunk, **_JSON).encode() + b"\n\n")

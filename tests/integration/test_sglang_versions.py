@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -204,3 +205,19 @@ extra_args = ["--speculative-algorithm", "EAGLE3"]
         result.stdout.fnmatch_lines([warning + "disable_overlap_schedule: null \u2192 true*"])
     else:
         result.stdout.no_fnmatch_line(warning)
+
+
+def test_an_unknown_flag_fails_fast_with_sglangs_argparse_message(pytester):
+    """The stand-in, like SGLang, accepts only the flags its release's parser has (its ServerArgs
+    fields, read from the wheel, and their aliases): anything else exits 2 at once."""
+    write_sglang_profile(pytester, ["--tp-size", "1", "--no-such-flag", "1"], version="0.5.23")
+    started = time.monotonic()
+    result = pytester.runpytest()
+    assert time.monotonic() - started < 20
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*gpu: the server exited with code 2 while loading*",
+            "*sglang serve: error: unrecognized arguments: --no-such-flag*",
+        ]
+    )

@@ -37,6 +37,28 @@ if V >= (0, 5, 20) and "--stream-output" in flags:
     refuse("unrecognized arguments: --stream-output")
 if V < (0, 5, 11) and "--incremental-streaming-output" in flags:
     refuse("unrecognized arguments: --incremental-streaming-output")
+# Every other flag must be one this release's parser has: a ServerArgs field (read from its wheel),
+# a documented alias, or a deprecated alias still accepted by this release.
+ALIASES = {"model": "model_path", "tensor_parallel_size": "tp_size", "data_parallel_size": "dp_size",
+           "speculative_draft_model": "speculative_draft_model_path"}  # fmt: skip
+DEPRECATED = {
+    "cuda_graph_max_bs": ((0, 5, 14), (0, 5, 20)),
+    "stream_output": ((0, 5, 11), (0, 5, 20)),
+}
+FIELD_FILE = Path(__file__).with_name(f"server-fields-{VERSION}.txt")
+if FIELD_FILE.exists():
+    fields = set(FIELD_FILE.read_text().split())
+    for flag in flags:
+        name = flag[2:].replace("-", "_")
+        since, until = DEPRECATED.get(name, ((9, 9, 9), (0, 0, 0)))
+        if not (
+            flag.startswith("--sim-")
+            or name in fields
+            or ALIASES.get(name) in fields
+            or since <= V < until
+        ):
+            refuse(f"unrecognized arguments: {flag}")
+
 # 0.5.6 and 0.5.9 turn the overlap scheduler off for EAGLE-3 (and STANDALONE) unless spec v2 is on.
 spec = next(
     (sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--speculative-algorithm"), None

@@ -47,3 +47,37 @@ def test_sampled_tokens_per_step_have_the_configured_mean(accept_length):
     samples = [spec.sample_tokens(rng, p) for _ in range(40000)]
     assert statistics.fmean(samples) == pytest.approx(accept_length, rel=0.02)
     assert min(samples) == 1 and max(samples) == 4
+
+
+@pytest.mark.parametrize(
+    ("version", "verify_ct", "keys"),
+    [
+        ("0.5.6", 0, {"spec_accept_rate", "spec_accept_length", "spec_verify_ct"}),
+        ("0.5.6", 5, {"spec_accept_rate", "spec_accept_length", "spec_verify_ct", "spec_accept_token_num",
+                      "spec_draft_token_num"}),
+        ("0.5.19", 0, set()),
+        ("0.5.19", 5, {"spec_accept_rate", "spec_accept_length", "spec_verify_ct", "spec_num_correct_drafts",
+                       "spec_num_proposed_drafts", "spec_accepted_drafts", "spec_proposed_drafts"}),
+        ("0.5.23", 5, {"spec_accept_rate", "spec_accept_length", "spec_verify_ct", "spec_num_correct_drafts",
+                       "spec_num_proposed_drafts"}),
+    ],
+)  # fmt: skip
+def test_the_final_events_spec_keys_are_those_of_the_release_impersonated(version, verify_ct, keys):
+    from pytest_llmperf.sim.engine import SimRequest
+    from pytest_llmperf.sim.server import SimServer, parse_args
+
+    flags = [
+        "--model-path",
+        "m",
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-num-draft-tokens",
+        "4",
+    ]
+    server = SimServer(*parse_args([*flags, "--sim-report-version", version]))
+    req = SimRequest(rid="r", prompt_tokens=8, target_tokens=16, stopped_by_eos=False, received=0.0)
+    req.generated, req.verify_ct, req.accepted_drafts = 11, verify_ct, 6
+    meta = server._spec_meta(req)
+    assert set(meta) == keys
+    if verify_ct:
+        assert meta["spec_verify_ct"] == 5 and meta["spec_accept_length"] == 11 / 5
