@@ -8,9 +8,10 @@ token count after that chunk, and the server's final counts (``completion_tokens
 chunk: the client cannot tell them apart in time.
 
 The per-chunk loop is the hot path and stays small: one ``split`` per read, and the stream
-parsers of :mod:`pytest_llmperf.load.streams` parse as little JSON as they can. Requests are identical per prompt,
-so each ``httpx.Request`` is built once by the client and sent straight through its transport:
-the client's per-request work (URL merging, header objects) is paid once, not per request.
+parsers of :mod:`pytest_llmperf.load.streams` parse as little JSON as they can. Requests are
+identical per prompt, so each ``httpx.Request`` is built once by the client and sent straight
+through its transport: the client's per-request work (URL merging, header objects) is paid
+once, not per request.
 
 While a run goes, a monitor samples the event loop's lag and the client's CPU time, so a
 run in which the client, not the server, set the pace can be told apart (see

@@ -35,7 +35,11 @@ class NativeStream:
         self.last = data
         if at < 0:
             return False
-        n = _count_at(data, at)
+        # Inline rather than a helper call: this runs for every event of every stream.
+        match = _DIGITS.match(data, at + len(_TOKENS_KEY))
+        if match is None:
+            raise _not_a_number(data)
+        n = int(match.group(1))
         grew = n > self.count
         self.count = n
         return grew
@@ -82,7 +86,13 @@ class OpenAIStream:
             self._other(json.loads(data))
             return False
         at = data.rfind(_TOKENS_KEY)
-        self.count = _count_at(data, at) if at >= 0 else None
+        if at < 0:
+            self.count = None
+        else:
+            match = _DIGITS.match(data, at + len(_TOKENS_KEY))
+            if match is None:
+                raise _not_a_number(data)
+            self.count = int(match.group(1))
         if _FINISH.search(data) is not None:
             self._other(json.loads(data))  # the last content event: take finish_reason and usage
         return True
@@ -116,12 +126,8 @@ class OpenAIStream:
         rec.spec_verify_ct = details.get("spec_verify_ct")
 
 
-def _count_at(data: bytes, at: int) -> int:
-    """The number after ``"completion_tokens":`` found at ``at``."""
-    match = _DIGITS.match(data, at + len(_TOKENS_KEY))
-    if match is None:
-        raise ValueError(f"completion_tokens is not a number in the server's event {data[:200]!r}")
-    return int(match.group(1))
+def _not_a_number(data: bytes) -> ValueError:
+    return ValueError(f"completion_tokens is not a number in the server's event {data[:200]!r}")
 
 
 def _error_text(err: Any) -> str:
