@@ -79,6 +79,11 @@ class Point:
         return self.outcome or Outcome.MEASURED
 
     @property
+    def verdict_json(self) -> str | None:
+        """The verdict as the results JSON writes it: null for a point that was only measured."""
+        return None if self.verdict is Outcome.MEASURED else self.verdict.value
+
+    @property
     def golden_mean(self) -> float | None:
         return (self.golden or {}).get("mean")
 
@@ -123,7 +128,7 @@ class MeasuredPoint(Point):
                 "golden": self.golden,
                 "ratio": self.ratio,
                 "p_value": self.p_value,
-                "verdict": None if self.verdict is Outcome.MEASURED else self.verdict.value,
+                "verdict": self.verdict_json,
                 "message": self.message,
                 "problems": self.problems,
                 "environment_changes": self.environment_changes,
@@ -157,7 +162,7 @@ class SpeedupPoint(Point):
     def to_json(self) -> dict[str, Any]:
         return finite_or_none(
             {
-                "verdict": None if self.verdict is Outcome.MEASURED else self.verdict.value,
+                "verdict": self.verdict_json,
                 "ratio": self.ratio,
                 "p_value": self.p_value,
                 "golden": self.golden,

@@ -29,7 +29,6 @@ import statistics
 from datetime import datetime, timezone
 from typing import Any
 
-from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.results import Results
 from pytest_llmperf.core.stats import finite_or_none
 
@@ -63,7 +62,7 @@ def render(results: Results) -> dict[str, Any]:
                     "metric": point.metric,
                     "output_tok_s": [r.output_tok_s for r in point.runs],
                     "output_tok_s_mean": statistics.fmean(r.output_tok_s for r in point.runs),
-                    "verdict": None if point.verdict is Outcome.MEASURED else point.verdict.value,
+                    "verdict": point.verdict_json,
                     "golden_mean": point.golden_mean,
                     "ratio": point.ratio,
                     "p_value": point.p_value,
