@@ -39,6 +39,12 @@ def index_url() -> str:
 
 def sdist_url(index: str, project: str, version: str) -> tuple[str, str]:
     """(filename, url) of ``project``'s sdist for ``version`` on a PEP 691 simple index."""
+    wanted = f"{re.sub(r'[-_.]+', '_', project).lower()}-{version}.tar.gz"
+    return wanted, file_url(index, project, wanted)
+
+
+def file_url(index: str, project: str, wanted: str) -> str:
+    """The URL of one of ``project``'s files, named exactly, on a PEP 691 (or 503) simple index."""
     normalized = re.sub(r"[-_.]+", "-", project).lower()
     request = urllib.request.Request(
         f"{index.rstrip('/')}/{normalized}/", headers={"Accept": SIMPLE_JSON}
@@ -52,20 +58,14 @@ def sdist_url(index: str, project: str, version: str) -> tuple[str, str]:
                 {"url": href, "filename": name.strip()}
                 for href, name in re.findall(r'<a[^>]*href="([^"]+)"[^>]*>([^<]+)</a>', body)
             ]
-    wanted = f"{normalized.replace('-', '_')}-{version}.tar.gz"
     for entry in files:
-        if entry["filename"].lower() == wanted:
-            return entry["filename"], urllib.request.urljoin(
-                f"{index.rstrip('/')}/{normalized}/", entry["url"]
-            )
-    sys.exit(f"fetch_sdist: {wanted} is not on {index}")
+        if entry["filename"].lower() == wanted.lower():
+            return urllib.request.urljoin(f"{index.rstrip('/')}/{normalized}/", entry["url"])
+    sys.exit(f"fetch: {wanted} is not on {index}")
 
 
-def main() -> None:
-    project, version, sha256, dest = sys.argv[1:5]
-    index = index_url()
-    filename, url = sdist_url(index, project, version)
-    target = Path(dest) / filename
+def download(url: str, sha256: str, target: Path) -> None:
+    """``url`` to ``target``, kept only if its sha256 is ``sha256``."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".part")
     digest = hashlib.sha256()
@@ -76,9 +76,16 @@ def main() -> None:
     if digest.hexdigest() != sha256:
         partial.unlink()
         sys.exit(
-            f"fetch_sdist: {url} has sha256 {digest.hexdigest()}, expected {sha256}; nothing was kept"
+            f"fetch: {url} has sha256 {digest.hexdigest()}, expected {sha256}; nothing was kept"
         )
     partial.replace(target)
+
+
+def main() -> None:
+    project, version, sha256, dest = sys.argv[1:5]
+    filename, url = sdist_url(index_url(), project, version)
+    target = Path(dest) / filename
+    download(url, sha256, target)
     print(target)
 
 

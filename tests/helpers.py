@@ -155,8 +155,9 @@ def test_speculative_speedup(llmperf_speedup):
 
 
 STANDIN = Path(__file__).resolve().parent / "standin" / "launch_server.py"
-#: ServerArgs field names per SGLang release (scripts/sglang_server_fields.py, from the wheels).
-SERVER_FIELDS = Path(__file__).resolve().parent / "data" / "sglang-server-fields"
+#: Each tested SGLang release's option table and ServerArgs fields, read from the release itself
+#: (scripts/sglang_releases.py regenerate).
+RELEASES = Path(__file__).resolve().parent / "data" / "sglang-cli"
 
 
 def fake_sglang(root: Path, version: str) -> Path:
@@ -168,9 +169,9 @@ def fake_sglang(root: Path, version: str) -> Path:
     (site / "sglang").mkdir(parents=True)
     (site / "sglang" / "__init__.py").write_text(f'__version__ = "{version}"\n')
     shutil.copy(STANDIN, site / "sglang" / "launch_server.py")
-    fields = SERVER_FIELDS / f"{version}.txt"
-    if fields.exists():
-        shutil.copy(fields, site / "sglang" / f"server-fields-{version}.txt")
+    release = RELEASES / f"{version}.json"
+    if release.exists():
+        shutil.copy(release, site / "sglang" / "release.json")
     info = site / f"sglang-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")

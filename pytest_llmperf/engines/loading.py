@@ -27,8 +27,10 @@ import re
 from pathlib import Path
 
 _RANK = re.compile(r"^\[[^\]]*?((?:\s+[A-Z]{2,3}\d+)+)\]")
+#: Every checkpoint loader's bar: ``Loading safetensors checkpoint shards``, ``Loading pt …``,
+#: ``Loading np_cache …``, ``Multi-thread loading shards``, ``Multi-thread loading pt …``.
 _SHARDS = re.compile(
-    r"(?:Loading safetensors checkpoint shards|Multi-thread loading shards):\s+(\d+)% Completed \| (\d+)/(\d+)"
+    r"(?:Multi-thread loading|Loading)(?: [\w-]+)* shards:\s+(\d+)% Completed \| (\d+)/(\d+)"
 )
 _LOAD_BEGIN = re.compile(r"Load weight begin")
 _KV = re.compile(r"KV Cache is allocated")

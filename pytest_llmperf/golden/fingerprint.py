@@ -75,11 +75,12 @@ PERFORMANCE_KEYS = frozenset(
         "attention_backend", "prefill_attention_backend", "decode_attention_backend", "sampling_backend",
         "mm_attention_backend", "moe_runner_backend", "moe_a2a_backend",
         "kv_cache_dtype", "dtype", "quantization", "revision", "load_format",
-        "cuda_graph_max_bs_decode", "cuda_graph_bs", "disable_cuda_graph", "disable_cuda_graph_padding",
+        "cuda_graph_max_bs_decode", "cuda_graph_bs", "cuda_graph_config",
+        "disable_cuda_graph", "disable_cuda_graph_padding",
         "mem_fraction_static", "max_running_requests", "max_total_tokens", "max_prefill_tokens",
         "chunked_prefill_size", "schedule_policy", "schedule_conservativeness", "disable_overlap_schedule",
         "disable_radix_cache", "stream_interval", "disable_custom_all_reduce",
-        "enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend",
+        "flashinfer_allreduce_fusion_backend",
         "enable_torch_compile", "torch_compile_max_bs",
         "speculative_algorithm", "speculative_draft_model_path", "speculative_draft_model_revision",
         "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
@@ -90,6 +91,12 @@ PERFORMANCE_KEYS = frozenset(
 RENAMED_SERVER_KEYS = {
     "cuda_graph_max_bs": "cuda_graph_max_bs_decode",
     "stream_output": "incremental_streaming_output",
+}
+#: Switches SGLang replaced by a setting, old field → (new field, its value when the switch is on).
+#: From 0.5.14 ``--enable-flashinfer-allreduce-fusion`` resolves to the backend "auto" and the old
+#: field always reads false; found by tests/engines/test_sglang_releases.py in 0.5.14's own code.
+REPLACED_SERVER_SWITCHES = {
+    "enable_flashinfer_allreduce_fusion": ("flashinfer_allreduce_fusion_backend", "auto"),
 }
 #: How many added, removed or changed server fields a soft diff names before "and N more".
 SOFT_FIELDS_SHOWN = 8
@@ -186,16 +193,23 @@ def take(
 def flag_fields(args: tuple[str, ...] | list[str]) -> frozenset[str]:
     """The server fields the flags in ``args`` set: ``--tp-size 8`` → ``tp_size``."""
     names = {arg[2:].split("=", 1)[0].replace("-", "_") for arg in args if arg.startswith("--")}
-    return frozenset(RENAMED_SERVER_KEYS.get(name, name) for name in names)
+    renamed = {**RENAMED_SERVER_KEYS, **{k: v[0] for k, v in REPLACED_SERVER_SWITCHES.items()}}
+    return frozenset(renamed.get(name, name) for name in names)
 
 
 def canonical(server_args: Mapping[str, Any]) -> dict[str, Any]:
-    """Server fields under their current names (a renamed field's old name when the new is absent)."""
+    """Server fields under their current names (a renamed field's old name when the new is
+    absent), a replaced switch as the setting that replaced it."""
     out = dict(server_args)
     for old, new in RENAMED_SERVER_KEYS.items():
         if old in out:
             value = out.pop(old)
             out.setdefault(new, value)
+    for old, (new, on) in REPLACED_SERVER_SWITCHES.items():
+        if old in out:
+            switched = out.pop(old)
+            if out.get(new) is None:
+                out[new] = on if switched else None
     return out
 
 

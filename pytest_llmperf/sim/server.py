@@ -2,7 +2,9 @@
 
 It takes ``sglang.launch_server``'s flags, logs like SGLang while it "loads" (and binds its
 port only afterwards), then serves SGLang's native and OpenAI endpoints from the scheduler in
-:mod:`pytest_llmperf.sim.engine`. Flags it does not model are accepted and listed in its log.
+:mod:`pytest_llmperf.sim.engine`. Flags it does not model are accepted and listed in its log, if SGLang has them: a flag
+that no tested SGLang release has is refused (exit 2), as SGLang refuses it, and with
+``--sim-release`` exactly what that release's parser refuses is.
 Options starting with ``--sim-`` are its own: the speed factor, the accept length, load time
 and the fault knobs the plugin's tests use.
 """
@@ -126,11 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the version /server_info reports (a stand-in for a given SGLang release)",
     )
     g.add_argument(
-        "--sim-server-fields",
+        "--sim-release",
         default=None,
         metavar="FILE",
-        help="report exactly these /server_info fields (one name a line), as the SGLang release "
-        "impersonated has them; fields it does not model are null",
+        help="impersonate one SGLang release, described by FILE (its option table and ServerArgs "
+        "fields, as scripts/sglang_parser.py describe reads them from the release itself): refuse "
+        "what its parser refuses, report its version and exactly its /server_info fields",
     )
     g.add_argument(
         "--sim-children",
@@ -151,9 +154,74 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def release_parser(release: dict[str, Any]) -> argparse.ArgumentParser:
+    """An argparse parser with exactly a release's options (names, arities, choices, order), so
+    it refuses what that release refuses with the same message: an unknown flag, a removed one
+    that now only prefix-matches several ("ambiguous option"), a value outside its choices."""
+    parser = argparse.ArgumentParser(prog=release.get("prog", "launch_server.py"))
+    for option in release["options"]:
+        if option["nargs"] == 0:
+            parser.add_argument(
+                *option["flags"], dest=option["dest"], action="store_const", const=True
+            )
+        else:
+            parser.add_argument(
+                *option["flags"],
+                dest=option["dest"],
+                nargs=option["nargs"],
+                choices=option["choices"],
+            )
+    return parser
+
+
+def check_flags(argv: list[str], release_file: str | None) -> None:
+    """Exit 2 with argparse's message on a flag SGLang would refuse: any flag outside the release
+    impersonated (``--sim-release``) or, without one, outside every release the sim knows
+    (pytest_llmperf/sim/sglang_flags.txt, from the tested releases' own parsers)."""
+    ours = _without_sim_options(argv)
+    if release_file:
+        with open(release_file, encoding="utf-8") as f:
+            release_parser(json.load(f)).parse_args(ours)
+        return
+    from importlib.resources import files
+
+    known = set(files("pytest_llmperf.sim").joinpath("sglang_flags.txt").read_text().split())
+    # argparse also takes an unambiguous prefix of a flag (``--tp`` for ``--tp-size``).
+    unknown = [
+        a
+        for a in ours
+        if a.startswith("--") and not any(k.startswith(a.split("=", 1)[0]) for k in known)
+    ]
+    if unknown:
+        build_parser().error(f"unrecognized arguments: {' '.join(unknown)}")
+
+
+def _without_sim_options(argv: list[str]) -> list[str]:
+    """``argv`` less the simulation's own ``--sim-*`` options (and their values)."""
+    sim_actions = {
+        flag: action.nargs
+        for action in build_parser()._actions
+        for flag in action.option_strings
+        if flag.startswith("--sim-")
+    }
+    out, i = [], 0
+    while i < len(argv):
+        flag = argv[i].split("=", 1)[0]
+        if flag in sim_actions:
+            i += 1 if "=" in argv[i] or sim_actions[flag] == 0 else 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
-    """Known flags, plus every other ``--flag [value]`` (accepted, noted, reported)."""
+    """Known flags, plus every other ``--flag [value]`` SGLang has (accepted, noted, reported)."""
     args, rest = build_parser().parse_known_args(argv)
+    check_flags(argv, args.sim_release)
+    if args.sim_release and not args.sim_report_version:
+        with open(args.sim_release, encoding="utf-8") as f:
+            args.sim_report_version = json.load(f)["version"]
     unmodeled: dict[str, Any] = {}
     i = 0
     while i < len(rest):
@@ -213,9 +281,9 @@ class SimServer:
                 speculative_num_draft_tokens=self.speculation.num_draft_tokens,
             )
         info.update(self.unmodeled)
-        if self.args.sim_server_fields:
-            with open(self.args.sim_server_fields, encoding="utf-8") as f:
-                names = [line.strip() for line in f if line.strip()]
+        if self.args.sim_release:
+            with open(self.args.sim_release, encoding="utf-8") as f:
+                names = json.load(f)["fields"]
             info = {name: info.get(name) for name in names}
         # Only the speed factor is configuration; the fault knobs stay hidden, as a real
         # regression would be, so a slowed-down engine is compared (and fails), not INCOMPARABLE.

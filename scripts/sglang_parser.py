@@ -1,0 +1,168 @@
+"""One SGLang release's own argument parser, asked from outside.
+
+Runs in SGLang's venv (``.sglang/bin/python``) with one release's ``sglang`` package first on
+``PYTHONPATH`` (``.sglang/releases/<version>``, from its pinned wheel), so what answers is that
+release's real ``ServerArgs.add_cli_args``, the code its ``launch_server`` builds its parser with:
+
+    PYTHONPATH=.sglang/releases/0.5.14 .sglang/bin/python scripts/sglang_parser.py describe
+        -> {"version", "prog", "fields": [ServerArgs field names], "options": [one per flag]}
+    ... scripts/sglang_parser.py parse < [[argv], ...]
+        -> [{"code": 0, "values": {dest: value}, "fields": {ServerArgs field: value}}
+            or {"code": 2, "error": argparse's message}, ...]
+    ... scripts/sglang_parser.py describe+parse < [[argv], ...]
+        -> describe's answer plus "parses": parse's
+
+Nothing is launched and no model is read: ``parse`` stops where ``launch_server`` would go on to
+``ServerArgs.from_cli_args`` (which needs the model and a device). Used by
+tests/engines/test_sglang_releases.py and scripts/sglang_releases.py (regenerate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import sys
+import warnings
+from typing import Any
+
+os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+warnings.filterwarnings("ignore")
+
+
+def _tolerate_known_configs() -> None:
+    """Older releases register configs (``qwen3_asr``, ...) that the venv's newer transformers
+    already ships; registering twice raises at import. Let the second registration win, as it
+    would have in the transformers that release was built against."""
+    try:
+        from transformers.models.auto import configuration_auto
+    except ImportError:  # pragma: no cover - every release needs transformers
+        return
+    mapping = type(configuration_auto.CONFIG_MAPPING)
+    original = mapping.register
+
+    def register(self: Any, key: str, value: Any, exist_ok: bool = False) -> None:
+        original(self, key, value, exist_ok=True)
+
+    mapping.register = register  # type: ignore[method-assign]
+
+
+def _server_args() -> Any:
+    _tolerate_known_configs()
+    from sglang.srt.server_args import ServerArgs
+
+    return ServerArgs
+
+
+def _parser(server_args: Any, prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog)
+    server_args.add_cli_args(parser)
+    return parser
+
+
+def _prog() -> str:
+    from sglang.srt import server_args as module
+
+    source = open(module.__file__).read()
+    return "sglang serve" if 'ArgumentParser(prog="sglang serve")' in source else "launch_server.py"
+
+
+def _fields(server_args: Any) -> list[str]:
+    if dataclasses.is_dataclass(server_args):
+        return sorted(f.name for f in dataclasses.fields(server_args))
+    return sorted(server_args.__struct_fields__)  # 0.5.20+: a msgspec Struct
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
+def _choices(choices: Any) -> Any:
+    if not choices:
+        return None
+    if isinstance(choices, (set, frozenset)):  # a set's order changes with every process
+        return sorted(choices, key=str)
+    return _jsonable(list(choices))
+
+
+def describe() -> dict[str, Any]:
+    import sglang.version
+
+    server_args = _server_args()
+    parser = _parser(server_args, _prog())
+    options = []
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        options.append(
+            {
+                "flags": list(action.option_strings),
+                "dest": action.dest,
+                "nargs": action.nargs,
+                "const": _jsonable(action.const) if action.nargs == 0 else None,
+                "choices": _choices(action.choices),
+                "kind": type(action).__name__,
+            }
+        )
+    return {
+        "version": sglang.version.__version__,
+        "prog": _prog(),
+        "fields": _fields(server_args),
+        "options": options,
+    }
+
+
+def _field_values(server_args: Any, namespace: argparse.Namespace) -> dict[str, Any]:
+    """The ServerArgs fields as the release's own ``from_cli_args`` sets them from the parsed
+    flags (its dest-to-field renames included), before ``__post_init__`` resolves defaults
+    against the model and the device, which needs both."""
+    post_init = server_args.__dict__.get("__post_init__")
+    server_args.__post_init__ = lambda self: None
+    try:
+        made = server_args.from_cli_args(argparse.Namespace(**vars(namespace)))
+    finally:
+        if post_init is not None:
+            server_args.__post_init__ = post_init
+    return {name: _jsonable(getattr(made, name, None)) for name in _fields(server_args)}
+
+
+def parse(argvs: list[list[str]]) -> list[dict[str, Any]]:
+    server_args = _server_args()
+    parser = _parser(server_args, _prog())
+    answers = []
+    for argv in argvs:
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                namespace = parser.parse_args(argv)
+            answers.append(
+                {
+                    "code": 0,
+                    "values": {k: _jsonable(v) for k, v in vars(namespace).items()},
+                    "fields": _field_values(server_args, namespace),
+                }
+            )
+        except SystemExit as exc:
+            answers.append({"code": exc.code, "error": err.getvalue().strip().splitlines()[-1]})
+    return answers
+
+
+if __name__ == "__main__":
+    with contextlib.redirect_stdout(sys.stderr):  # import-time chatter stays off the answer
+        if sys.argv[1:] == ["describe"]:
+            answer: Any = describe()
+        elif sys.argv[1:] == ["parse"]:
+            answer = parse(json.load(sys.stdin))
+        elif sys.argv[1:] == ["describe+parse"]:  # one import for both (an import takes seconds)
+            answer = {**describe(), "parses": parse(json.load(sys.stdin))}
+        else:
+            sys.exit(__doc__)
+    print(json.dumps(answer))

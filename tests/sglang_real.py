@@ -1,0 +1,72 @@
+"""The real SGLang, for the tests that hold the plugin (and its stand-ins) to it.
+
+``bash scripts/install-sglang-cpu.sh`` installs it under ``.sglang/``: SGLang 0.5.23 in a venv
+(it serves on the CPU), and the ``sglang`` package of every release in
+tests/data/sglang-releases.txt, whose own code (argument parser, ServerArgs fields, log formats)
+scripts/sglang_parser.py imports in that venv. Without the install, these tests skip and say
+how to enable them; with LLMPERF_REQUIRE_SGLANG=1 (as .ci/run sets) they fail instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO / ".sglang"
+PYTHON = ROOT / "bin" / "python"
+MATRIX = REPO / "tests" / "data" / "sglang-releases.txt"
+CLI_DATA = REPO / "tests" / "data" / "sglang-cli"
+INSTALL = "bash scripts/install-sglang-cpu.sh"
+MODEL_DIR = ROOT / "models" / "tiny-llama"
+
+
+def versions() -> list[str]:
+    """The tested releases, oldest first (one line each in tests/data/sglang-releases.txt)."""
+    return [
+        line.split()[0]
+        for line in MATRIX.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+
+
+def require(what: Path) -> None:
+    """Skip (or, under LLMPERF_REQUIRE_SGLANG=1, fail) when ``what`` is not installed."""
+    if what.exists():
+        return
+    message = f"the real SGLang is not installed here ({what} is missing): run `{INSTALL}`"
+    if os.environ.get("LLMPERF_REQUIRE_SGLANG") == "1":
+        pytest.fail(message + " (LLMPERF_REQUIRE_SGLANG=1)")
+    pytest.skip(message)
+
+
+@functools.cache
+def _ask(version: str, argvs: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [str(PYTHON), str(REPO / "scripts" / "sglang_parser.py"), "describe+parse"],
+        input=argvs,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "releases" / version)},
+        timeout=300,
+    )
+    assert done.returncode == 0, (
+        f"SGLang {version}'s parser could not be asked:\n{done.stderr[-3000:]}"
+    )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    assert answer["version"] == version, f"{ROOT / 'releases' / version} holds {answer['version']}"
+    return answer
+
+
+def release(version: str, argvs: list[list[str]]) -> dict[str, Any]:
+    """Release ``version``'s own description (options, ServerArgs fields) and its parser's
+    answer to each of ``argvs``: one import of that release per distinct set of questions."""
+    require(PYTHON)
+    require(ROOT / "releases" / version / "sglang")
+    return _ask(version, json.dumps(argvs))
