@@ -140,6 +140,21 @@ class Profile:
     def readiness_path(self) -> str:
         return self.health_path or HEALTH_PATHS[self.engine]
 
+    @property
+    def interpreter(self) -> str:
+        """The Python that runs the server (``python``; relative to the profiles file), or ours."""
+        return self.path_field(self.python, command=True) if self.python else sys.executable
+
+    @property
+    def model_argument(self) -> str:
+        """``model`` as the server gets it. A model written as a relative path (``./``, ``../``)
+        or with ``~`` is a local directory, relative to the profiles file; anything else (a hub
+        id such as ``org/name``, an absolute path) is passed as written. llama.cpp's GGUF path
+        is always a file path (see engines/llamacpp.py)."""
+        if self.model.startswith(("./", "../", "~")):
+            return self.path_field(self.model)
+        return self.model
+
     def path_field(self, value: str, *, command: bool = False) -> str:
         """A path written in the profile: ``~`` expanded, relative to the profiles file. With
         ``command``, a bare name (no ``/``) stays as it is, to be looked up on PATH."""
@@ -338,7 +353,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         "python",
         f["python"],
         lambda v: v is None or (isinstance(v, str) and v),
-        "a path to a Python interpreter",
+        "a path to a Python interpreter (relative to this file, or a name on PATH)",
     )
     _check(
         where,

@@ -20,7 +20,6 @@ import signal
 import socket
 import string
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -46,7 +45,7 @@ def free_port(host: str) -> int:
 
 def build_command(profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
     """The exact command line that starts ``profile``'s server on ``host:port``."""
-    python = os.path.expanduser(profile.python) if profile.python else sys.executable
+    python = profile.interpreter
     if profile.engine == "command":
         assert profile.command is not None
         values = {"host": host, "port": str(port), "python": python, "run_dir": str(run_dir)}
@@ -65,7 +64,7 @@ def build_command(profile: Profile, host: str, port: int, run_dir: Path) -> list
         "-m",
         module,
         "--model-path",
-        profile.model,
+        profile.model_argument,
         "--host",
         host,
         "--port",
@@ -110,6 +109,25 @@ class ServerHandle:
     #: What the launcher changed in or warns about the profile's flags (SGLang version adaptation).
     notes: list[str] = field(default_factory=list)
     sglang_version: str | None = None
+    #: /dev/shm files the server's processes hold (engines/shm.py): removed if they outlive it.
+    shm_files: set[str] = field(default_factory=set)
+    #: /dev/shm as it was at launch, and when (wall clock): what appears after may be the server's.
+    shm_at_launch: set[str] = field(default_factory=set)
+    launched_at: float = field(default_factory=time.time)
+
+    def note_shm_files(self) -> None:
+        """Remember the /dev/shm files the server's process tree holds now."""
+        import psutil
+
+        from pytest_llmperf.engines import shm
+
+        if self.process is None:
+            return
+        try:
+            tree = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        self.shm_files |= shm.files_of([self.process.pid, *(p.pid for p in tree)])
 
     @property
     def attached(self) -> bool:
@@ -182,7 +200,8 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
             profile.args, version, where=f"{profile.source}: profile {profile.name!r}, field 'args'"
         )
         profile, notes = replace(profile, args=tuple(adapted.args)), adapted.notes
-        notes += gpu.preflight(profile.name, profile.env, profile.gpu_wait_s)
+        if not sglang.on_cpu(profile.args):
+            notes += gpu.preflight(profile.name, profile.env, profile.gpu_wait_s)
     command = build_command(profile, host, port, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / f"{profile.name}.log"
@@ -191,6 +210,9 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
         env_lines + shlex.join(mask_secrets(command)) + "\n"
     )
     env = {**os.environ, **profile.env, "PYTHONUNBUFFERED": "1"}
+    from pytest_llmperf.engines import shm
+
+    shm_at_launch, launched_at = shm.snapshot(), time.time()
     log = open(log_path, "wb")
     try:
         process = subprocess.Popen(
@@ -214,6 +236,8 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
         log_path=log_path,
         notes=notes,
         sglang_version=version,
+        shm_at_launch=shm_at_launch,
+        launched_at=launched_at,
     )
     _LIVE[process.pid] = handle
     return handle
@@ -249,6 +273,7 @@ def wait_ready(
                 )
             try:
                 if client.get(url).status_code == 200:
+                    handle.note_shm_files()
                     return
             except httpx.HTTPError:
                 pass  # not listening yet: SGLang binds only after loading
@@ -316,22 +341,38 @@ def attach(profile: Profile, url: str) -> ServerHandle:
 
 
 def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
-    """SIGTERM the group, wait ``shutdown_timeout_s``, SIGKILL whatever is left, reap."""
+    """SIGTERM the group (SGLang: its launcher), wait ``shutdown_timeout_s``, SIGKILL whatever is
+    left, reap, and remove the /dev/shm files it left (engines/shm.py)."""
     import psutil  # lazily: only a launched server needs it
 
     process = handle.process
     if process is None:
         return
     grace_s = handle.profile.shutdown_timeout_s if grace_s is None else grace_s
+    handle.note_shm_files()
     try:
         # Snapshot before signalling: children that escaped the group (setsid, reparented to
         # init) can only be found now. psutil.Process objects also guard against pid reuse.
         descendants = psutil.Process(process.pid).children(recursive=True)
     except psutil.NoSuchProcess:
         descendants = []
-    _signal_group(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    if handle.profile.engine == "sglang":
+        # SGLang shuts down cleanly when its launcher alone gets SIGTERM: the launcher stops its
+        # scheduler and detokenizer, then multiprocessing's resource tracker (which ignores
+        # SIGTERM) unlinks the semaphores they leaked (sem.mp-*). SIGTERM to the whole group
+        # instead kills the scheduler first, which the launcher treats as a crash (5 s of
+        # "crash diagnostics", then it SIGKILLs its own tree, tracker included).
+        try:
+            os.kill(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    else:
+        _signal_group(process.pid, signal.SIGTERM)
     try:
         process.wait(timeout=grace_s)
+        # What is left of the grace (at most 5 s) for the rest of the group to exit on its own.
+        psutil.wait_procs(descendants, timeout=max(0.0, min(5.0, deadline - time.monotonic())))
     except subprocess.TimeoutExpired:
         pass
     _signal_group(process.pid, signal.SIGKILL)
@@ -346,7 +387,14 @@ def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
             pass
     psutil.wait_procs(descendants, timeout=10)
     _LIVE.pop(process.pid, None)
-    if handle.profile.engine == "sglang":
+    from pytest_llmperf.engines import shm
+
+    shm.remove_leftovers(
+        handle.shm_files | shm.created_since(handle.shm_at_launch, handle.launched_at)
+    )
+    from pytest_llmperf.engines import sglang
+
+    if handle.profile.engine == "sglang" and not sglang.on_cpu(handle.profile.args):
         from pytest_llmperf.engines import gpu
 
         handle.notes += gpu.wait_released(

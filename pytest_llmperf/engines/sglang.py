@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,6 +137,12 @@ def adapt(args: Sequence[str], version: str | None, *, where: str) -> Adapted:
     return Adapted(_join(out), notes)
 
 
+def on_cpu(args: Sequence[str]) -> bool:
+    """Whether the flags put SGLang on the CPU (``--device cpu``): no GPU to check or wait for."""
+    parts = _split(args)
+    return any(flag == "--device" and value == "cpu" for flag, value, _ in parts)
+
+
 def server_differences(
     base: dict[str, Any], spec: dict[str, Any], *, skip: frozenset[str] | set[str] = frozenset()
 ) -> list[str]:
@@ -185,7 +190,7 @@ def unfair_differences(spec_args: Sequence[str], base_args: Sequence[str]) -> li
 def installed_version(profile: Profile, timeout_s: float = 60.0) -> str:
     """The SGLang version installed for the profile's interpreter (package metadata: no import,
     which would take seconds and need the GPU stack), or a ServerStartError saying what to do."""
-    python = os.path.expanduser(profile.python) if profile.python else sys.executable
+    python = profile.interpreter
     probe = (
         "import importlib.metadata as m\ntry:\n    print(m.version('sglang'))\n"
         "except m.PackageNotFoundError:\n    print('')"

@@ -1,0 +1,354 @@
+"""The plugin's SGLang path against the real SGLang 0.5.23, unmodified, serving on the CPU.
+
+Needs ``bash scripts/install-sglang-cpu.sh`` (skipped without it; failed under
+LLMPERF_REQUIRE_SGLANG=1, as .ci/run sets). Every server here is a real SGLang: a launcher,
+``sglang::scheduler`` and ``sglang::detokenizer`` processes and a multiprocessing resource tracker,
+serving a 5 M-parameter random Llama. After every test, the process table and /dev/shm are
+checked for anything of SGLang's: nothing may remain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from pytest_llmperf.engines import lifecycle
+from pytest_llmperf.engines.loading import stage
+from pytest_llmperf.load.workload import Workload
+from pytest_llmperf.profiles import load_profiles
+from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require
+
+MODEL = MODEL_DIR
+#: The CPU recipe (see the sglang-cpu profile), written with flags of older SGLang releases
+#: where they exist, so every launch here goes through the version adaptation.
+CPU_ARGS = [
+    "--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
+    "--max-total-tokens", "8192", "--mem-fraction-static", "0.2", "--sleep-on-idle",
+]  # fmt: skip
+OLD_STYLE = ["--tp", "1", "--cuda-graph-max-bs", "4", "--stream-output"]
+LEFTOVERS = re.compile(r"^(sglang_|sem\.mp-|psm_)")
+
+
+@pytest.fixture(autouse=True)
+def real_sglang():
+    require(PYTHON)
+    require(MODEL / "model.safetensors")
+    before = shm_files()
+    yield
+    assert sglang_processes() == [], "an SGLang process outlived its test"
+    assert shm_files() - before == set(), "SGLang files left in /dev/shm"
+
+
+def shm_files() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if LEFTOVERS.match(name)}
+
+
+def sglang_processes() -> list[str]:
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline", "status"]):
+        try:
+            cmdline = " ".join(proc.info["cmdline"] or ())
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and (
+                (proc.info["name"] or "").startswith("sglang::")
+                or "sglang.launch_server" in cmdline
+            ):
+                found.append(f"{proc.pid} {proc.info['name']} {cmdline[:120]}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def project(
+    pytester: pytest.Pytester,
+    *,
+    args: list[str] | None = None,
+    model: str | None = None,
+    concurrency: str = "[1, 2, 4]",
+    runs: int = 2,
+) -> Path:
+    """A project with profile ``cpu`` (the real SGLang, old-style flags) and the throughput
+    suite; returns the model path (a uniquely named link, so the launcher is findable)."""
+    link = pytester.path / f"tiny-llama-{uuid.uuid4().hex[:8]}"
+    link.symlink_to(MODEL, target_is_directory=True)
+    model_path = model or str(link)
+    pytester.makefile(
+        ".toml",
+        profiles=f"""
+default = ["cpu"]
+
+[profiles.cpu]
+engine = "sglang"
+python = "{PYTHON}"
+model = "{model_path}"
+args = {json.dumps(args if args is not None else [*CPU_ARGS, *OLD_STYLE])}
+env = {{ SGLANG_USE_CPU_ENGINE = "1", HF_HUB_OFFLINE = "1" }}
+api = "sglang"
+concurrency = {concurrency}
+runs = {runs}
+output_len = 64
+min_requests = 8
+ready_timeout_s = 240
+shutdown_timeout_s = 30
+request_timeout_s = 60
+fail_margin = 0.20
+warn_margin = 0.08
+""",
+    )
+    pytester.makeini(
+        "[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_baseline_dir = baselines\n"
+    )
+    shutil.copy(REPO / "perf_suites" / "test_throughput.py", pytester.path / "test_throughput.py")
+    return link
+
+
+def run_log(pytester: pytest.Pytester) -> str:
+    (log,) = (pytester.path / ".llmperf" / "runs").glob("*/cpu.log")
+    return log.read_text(errors="replace")
+
+
+def test_launch_adapts_old_flags_reads_progress_flushes_and_fingerprints_the_real_server(
+    pytester,
+):
+    project(pytester)
+    result = pytester.runpytest_subprocess(
+        "-k",
+        "output_throughput",
+        "--perf-update",
+        "--perf-update-runs",
+        "2",
+        "--perf-json",
+        "out.json",
+    )
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    for note in (
+        "cpu: --tp rewritten to --tp-size",
+        "cpu: --cuda-graph-max-bs rewritten to --cuda-graph-max-bs-decode (removed in 0.5.20; SGLang 0.5.23)",
+        "cpu: --stream-output rewritten to --incremental-streaming-output (removed in 0.5.20; SGLang 0.5.23)",
+    ):
+        assert note in out
+    assert "GPU pre-flight" not in out  # --device cpu: no GPU to check
+
+    data = json.loads((pytester.path / "out.json").read_text())
+    points = {p["concurrency"]: p for p in data["points"] if "output_throughput" in p["test"]}
+    assert sorted(points) == [1, 2, 4]
+    for c, point in points.items():
+        assert point["verdict"] == "RECORDED"
+        assert len(point["runs"]) == 2
+        for run in point["runs"]:
+            # Server-reported counts: every request generated exactly output_len tokens.
+            assert run["output_tokens"] == 64 * run["requests"], run
+            assert run["requests"] == max(8, 4 * c)
+    # Fingerprint from the real /server_info: the release, and the flags as SGLang resolved them.
+    hard, soft = data["fingerprint"]["hard"]["cpu"], data["fingerprint"]["soft"]["cpu"]
+    assert soft["server_version"] == "0.5.23"
+    assert hard["server_args"]["attention_backend"] == "torch_native"
+    assert hard["server_args"]["tp_size"] == 1
+    assert hard["server_args"]["device"] == "cpu"
+    # Resolved by the server, not written in the profile: its CUDA-graph configuration.
+    assert hard["server_args"]["cuda_graph_config"]["decode"]["backend"] == "disabled"
+    assert len(hard["server_args"]) + len(soft["server_args"]) > 500
+
+    log = run_log(pytester)
+    # /flush_cache between runs: SGLang logs each flush.
+    assert log.count("Cache flushed successfully!") >= 3 * 2
+    # Readiness came from /health_generate, which SGLang logs.
+    assert '"GET /health_generate HTTP/1.1" 200' in log
+    # Loading progress read from SGLang's own log, stage by stage.
+    begin = log.index("Load weight begin")
+    assert stage(log[: log.index("Load weight end")]).startswith(
+        "loading weights 100 % (1/1 shards)"
+    )
+    assert stage(log[begin : log.index("KV Cache is allocated") + 40]) == "KV cache allocated"
+    assert stage(log) == "ready"
+
+
+class Throttle:
+    """Slow an unmodified process from outside: SIGSTOP for ``share`` of every period."""
+
+    def __init__(self, pid: int, share: float, period_s: float = 0.2) -> None:
+        self.pid, self.share, self.period = pid, share, period_s
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            os.kill(self.pid, signal.SIGSTOP)
+            time.sleep(self.share * self.period)
+            os.kill(self.pid, signal.SIGCONT)
+            time.sleep((1 - self.share) * self.period)
+
+    def __enter__(self) -> Throttle:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join()
+        os.kill(self.pid, signal.SIGCONT)
+
+
+def independent_tok_s(url: str, requests: int = 16, output_len: int = 64) -> float:
+    """An independent client on the plugin's workload: the same request bodies (prompts,
+    length, sampling, streamed), one at a time, with its own parsing and clock: the completion
+    tokens the server reports in its last event / wall time. Streamed, because streaming costs
+    the server: not streamed, the same requests run about 12 % faster on this CPU."""
+    tokens = 0
+    bodies = Workload(api="sglang", output_len=output_len).bodies(output_len)
+    with httpx.Client(base_url=url, timeout=60) as client:
+        started = time.perf_counter()
+        for i in range(requests):
+            last = None
+            with client.stream(
+                "POST", "/generate", content=bodies[i % len(bodies)],
+                headers={"content-type": "application/json"},
+            ) as response:  # fmt: skip
+                for line in response.iter_lines():
+                    if line.startswith("data:") and line[5:].strip() != "[DONE]":
+                        last = json.loads(line[5:])
+            assert last is not None
+            tokens += last["meta_info"]["completion_tokens"]
+        return tokens / (time.perf_counter() - started)
+
+
+def test_record_pass_accuracy_and_a_throttled_server_fails(pytester):
+    """One real server, started outside the plugin and attached: goldens recorded at C = 1,
+    the same server checked (PASS), the plugin's figure against an independent client's, then the
+    same server slowed from outside by a third (FAIL)."""
+    project(pytester, concurrency="[1]", runs=5)
+    profile = load_profiles(pytester.path / "profiles.toml").profiles["cpu"]
+    server = lifecycle.launch(profile, pytester.path / "server")  # the plugin's own launcher
+    args = [
+        "-k",
+        "output_throughput",
+        "--llm-server-url",
+        server.base_url,
+        "--perf-json",
+        "out.json",
+    ]
+    try:
+        lifecycle.wait_ready(server)
+        assert server.process is not None
+        (scheduler,) = [
+            p
+            for p in psutil.Process(server.process.pid).children(recursive=True)
+            if p.name().startswith("sglang::schedul")
+        ]
+        pytester.runpytest_subprocess(
+            *args, "--perf-update", "--perf-update-runs", "5"
+        ).assert_outcomes(passed=1)
+
+        before = independent_tok_s(server.base_url)
+        same = pytester.runpytest_subprocess(*args)
+        after = independent_tok_s(server.base_url)
+        same.assert_outcomes(passed=1)
+        (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+        plugin = sum(point["values"]) / len(point["values"])
+        reference = (before + after) / 2
+        print(
+            f"C=1: plugin {plugin:.1f} tok/s, independent client {before:.1f} / {after:.1f} tok/s"
+        )
+        assert abs(plugin / reference - 1) < 0.05, (plugin, before, after)
+
+        with Throttle(scheduler.pid, 0.35):
+            slower = pytester.runpytest_subprocess(*args)
+        slower.assert_outcomes(failed=1)
+        slower.stdout.fnmatch_lines(
+            ["cpu C=1: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 20 %"]
+        )
+    finally:
+        lifecycle.stop(server)  # the whole tree, and the /dev/shm files SGLang leaves
+
+
+def test_a_bad_model_path_fails_fast_with_sglang_s_own_error(pytester):
+    missing = pytester.path / "no-such-model"
+    project(pytester, model=str(missing), concurrency="[1]")
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess("-k", "output_throughput")
+    elapsed = time.monotonic() - started
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*cpu: the server exited with code * while loading*", "*last lines:*"]
+    )
+    tail = result.stdout.str().split("last lines:", 1)[1]
+    assert str(missing) in tail, tail[-2000:]  # SGLang's own words about the path, from its log
+    assert elapsed < 90, elapsed
+
+
+def test_an_unknown_flag_fails_with_sglang_s_argparse_message(pytester):
+    project(pytester, args=[*CPU_ARGS, "--no-such-flag"], concurrency="[1]")
+    result = pytester.runpytest_subprocess("-k", "output_throughput")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cpu: the server exited with code 2 while loading*",
+            "*sglang serve: error: unrecognized arguments: --no-such-flag*",
+        ]
+    )
+
+
+def wait_for_line(pytester: pytest.Pytester, text: str, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        logs = list((pytester.path / ".llmperf" / "runs").glob("*/cpu.log"))
+        if logs and text in logs[0].read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared in the server's log")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_interrupting_pytest_mid_measurement_stops_sglang_s_whole_tree(pytester, sig):
+    project(pytester, concurrency="[1]", runs=20)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-k", "output_throughput",
+         "--perf-update"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_for_line(pytester, "Cache flushed successfully!")  # measuring now
+        assert any(p.startswith(tuple("0123456789")) for p in sglang_processes())
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "KeyboardInterrupt" in out or "SIGTERM" in out, out[-2000:]
+    # The autouse fixture then checks the process table and /dev/shm.
+
+
+def test_a_server_killed_mid_run_fails_that_test_with_its_log_and_skips_the_rest(pytester):
+    project(pytester, concurrency="[1, 2]", runs=20)
+
+    def kill_the_scheduler() -> None:
+        wait_for_line(pytester, "Cache flushed successfully!")
+        for proc in psutil.process_iter(["name"]):
+            if (proc.info["name"] or "").startswith("sglang::schedul"):
+                proc.kill()
+
+    killer = threading.Thread(target=kill_the_scheduler, daemon=True)
+    killer.start()
+    result = pytester.runpytest_subprocess("-k", "output_throughput", "--perf-update", "-rs")
+    killer.join(timeout=5)
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cpu: the server *",
+            "*last lines:*",
+            "*The remaining tests of profile cpu are skipped.*",
+        ]
+    )

@@ -1,0 +1,218 @@
+"""The stand-ins held to the real SGLang: what the simulated engine (behind the stand-in
+``sglang`` 0.5.23 package the other tests use) imitates is observed once on the real SGLang 0.5.23
+serving on the CPU, and once on the stand-in, the same way, and compared where it matters to
+the plugin. When SGLang changes, the stand-in's difference fails here first.
+
+Needs ``bash scripts/install-sglang-cpu.sh`` (skipped without; failed under LLMPERF_REQUIRE_SGLANG=1).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from pytest_llmperf.engines import lifecycle
+from pytest_llmperf.engines.loading import stage
+from pytest_llmperf.load.workload import Workload
+from pytest_llmperf.profiles import load_profiles
+from tests.helpers import fake_sglang
+from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require
+
+OUTPUT_LEN = 16
+
+
+@dataclass
+class Observed:
+    """One server, observed: its answers, its log, its processes, its exit."""
+
+    health_while_loading: list[str] = field(default_factory=list)
+    answers: dict[str, Any] = field(default_factory=dict)
+    log: str = ""
+    children: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+
+
+def watch_health(url: str, seen: list[str], stop: threading.Event) -> None:
+    """/health_generate's answers while the server loads, each distinct answer once, in order."""
+    while not stop.is_set():
+        try:
+            answer = str(httpx.get(url + "/health_generate", timeout=5).status_code)
+        except httpx.HTTPError:
+            answer = "refused"
+        if not seen or seen[-1] != answer:
+            seen.append(answer)
+        if answer == "200":
+            return
+        time.sleep(0.05)
+
+
+def sse(client: httpx.Client, path: str, body: bytes) -> list[Any]:
+    events: list[Any] = []
+    with client.stream(
+        "POST", path, content=body, headers={"content-type": "application/json"}
+    ) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                data = line[5:].strip()
+                events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def observe(profile, run_dir: Path) -> Observed:
+    seen = Observed()
+    server = lifecycle.launch(profile, run_dir)
+    stop = threading.Event()
+    watcher = threading.Thread(
+        target=watch_health, args=(server.base_url, seen.health_while_loading, stop)
+    )
+    watcher.start()
+    try:
+        lifecycle.wait_ready(server)
+        watcher.join(timeout=30)
+        assert server.process is not None
+        seen.children = sorted(
+            p.name() for p in psutil.Process(server.process.pid).children(recursive=True)
+        )
+        native = Workload(api="sglang", output_len=OUTPUT_LEN).bodies(OUTPUT_LEN)[0]
+        openai = Workload(api="openai", output_len=OUTPUT_LEN, model=profile.model_argument)
+        with httpx.Client(base_url=server.base_url, timeout=60) as client:
+            seen.answers["generate_stream"] = sse(client, "/generate", native)
+            unary = json.loads(native)
+            unary["stream"] = False
+            seen.answers["generate"] = client.post("/generate", json=unary).json()
+            seen.answers["completions_stream"] = sse(
+                client, "/v1/completions", openai.bodies(OUTPUT_LEN)[0]
+            )
+            seen.answers["server_info"] = client.get("/server_info").json()
+            flushed = client.post("/flush_cache")
+            seen.answers["flush_cache"] = (flushed.status_code, flushed.text)
+            seen.answers["models"] = client.get("/v1/models").json()
+    finally:
+        stop.set()
+        watcher.join()
+        lifecycle.stop(server)
+    assert server.process is not None
+    seen.exit_code = server.process.returncode
+    seen.log = server.log_path.read_text(errors="replace") if server.log_path else ""
+    return seen
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory) -> Observed:
+    require(PYTHON)
+    require(MODEL_DIR / "model.safetensors")
+    profile = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles["sglang-cpu"]
+    return observe(profile, tmp_path_factory.mktemp("real"))
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory) -> Observed:
+    root = tmp_path_factory.mktemp("standin")
+    site = fake_sglang(root, "0.5.23")
+    real_profile = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles["sglang-cpu"]
+    profile = replace(
+        real_profile,
+        python=sys.executable,
+        model="standin-model",
+        env={"PYTHONPATH": str(site)},
+        args=(*real_profile.args, "--sim-children", "2", "--sim-load-time", "1"),
+    )
+    return observe(profile, root)
+
+
+def keys(events: list[Any], index: int) -> list[str]:
+    return sorted(events[index]) if isinstance(events[index], dict) else [events[index]]
+
+
+def test_native_stream_events_match(real, standin):
+    r, s = real.answers["generate_stream"], standin.answers["generate_stream"]
+    assert (r[-1] == "[DONE]") == (s[-1] == "[DONE]")
+    assert keys(r, 0) == keys(s, 0)
+    r_meta = [e["meta_info"] for e in r if isinstance(e, dict)]
+    s_meta = [e["meta_info"] for e in s if isinstance(e, dict)]
+    assert sorted(r_meta[0]) == sorted(s_meta[0]), "meta_info keys of a first event"
+    assert sorted(r_meta[-1]) == sorted(s_meta[-1]), "meta_info keys of the last event"
+    # Cumulative completion_tokens in every event, ending at the length asked for.
+    for metas in (r_meta, s_meta):
+        counts = [m["completion_tokens"] for m in metas]
+        assert counts == sorted(counts) and counts[-1] == OUTPUT_LEN
+    # Text: cumulative (each event's text extends the last) unless incremental streaming is on.
+    r_text = [e["text"] for e in r if isinstance(e, dict)]
+    s_text = [e["text"] for e in s if isinstance(e, dict)]
+    cumulative = [all(b.startswith(a) for a, b in zip(t, t[1:])) for t in (r_text, s_text)]
+    assert cumulative[0] == cumulative[1]
+
+
+def test_unary_generate_matches(real, standin):
+    r, s = real.answers["generate"], standin.answers["generate"]
+    assert sorted(r) == sorted(s)
+    assert sorted(r["meta_info"]) == sorted(s["meta_info"])
+    assert r["meta_info"]["completion_tokens"] == s["meta_info"]["completion_tokens"] == OUTPUT_LEN
+
+
+def test_openai_stream_events_match(real, standin):
+    r, s = real.answers["completions_stream"], standin.answers["completions_stream"]
+    assert (r[-1] == "[DONE]") == (s[-1] == "[DONE]")
+    r_chunks = [e for e in r if isinstance(e, dict)]
+    s_chunks = [e for e in s if isinstance(e, dict)]
+    assert sorted(r_chunks[0]) == sorted(s_chunks[0])
+    assert sorted(r_chunks[0]["choices"][0]) == sorted(s_chunks[0]["choices"][0])
+    # The usage (continuous_usage_stats): present in the last chunk, counting the output.
+    for chunks in (r_chunks, s_chunks):
+        assert chunks[-1]["usage"]["completion_tokens"] == OUTPUT_LEN
+
+
+def test_server_info_reports_the_release_s_field_set_with_its_types(real, standin):
+    r, s = real.answers["server_info"], standin.answers["server_info"]
+    assert r["version"] == s["version"] == "0.5.23"
+    fields = set(json.loads((REPO / "tests/data/sglang-cli/0.5.23.json").read_text())["fields"])
+    # Every ServerArgs field the real server reports, the stand-in reports too, and no other.
+    assert (set(r) & fields) - set(s) == set()
+    assert (set(s) - {"sim_speed"}) - set(r) == set(), "the stand-in reports keys SGLang does not"
+    for key in sorted(set(r) & set(s)):
+        if r[key] is not None and s[key] is not None:
+            assert type(r[key]) is type(s[key]), (key, r[key], s[key])
+
+
+def test_flush_cache_and_models_answer_alike(real, standin):
+    assert real.answers["flush_cache"][0] == standin.answers["flush_cache"][0] == 200
+    assert sorted(real.answers["models"]) == sorted(standin.answers["models"])
+    assert sorted(real.answers["models"]["data"][0]) == sorted(standin.answers["models"]["data"][0])
+
+
+def test_health_while_loading_goes_the_same_way(real, standin):
+    """SGLang 0.5.23 binds its port before it warms up: refused, then 503, then 200."""
+    assert real.health_while_loading[-1] == standin.health_while_loading[-1] == "200"
+    assert [a for a in real.health_while_loading if a != "refused"] == [
+        a for a in standin.health_while_loading if a != "refused"
+    ]
+
+
+def test_the_log_lines_the_plugin_reads_are_in_both(real, standin):
+    for line in (
+        "Load weight begin.",
+        "Multi-thread loading shards:",
+        "KV Cache is allocated.",
+        "The server is fired up and ready to roll!",
+        "Cache flushed successfully!",
+    ):
+        assert line in real.log, line
+        assert line in standin.log, line
+    assert stage(real.log) == stage(standin.log) == "ready"
+
+
+def test_process_tree_and_exit_on_sigterm_match(real, standin):
+    # SGLang: a scheduler and a detokenizer (and multiprocessing's resource tracker).
+    assert sum(name.startswith("sglang::") for name in real.children) == 2, real.children
+    assert len(standin.children) >= 2, standin.children
+    assert real.exit_code == standin.exit_code == 0
