@@ -223,7 +223,9 @@ def sglang_crosscheck(args: argparse.Namespace) -> None:
             for _ in range(args.rounds):
                 before = generation_tokens(url)
                 run = measure_level(
-                    url, Workload(api="sglang", output_len=OUTPUT_LEN), LevelPlan(c, n, 1, warmup=False)
+                    url,
+                    Workload(api="sglang", output_len=OUTPUT_LEN),
+                    LevelPlan(c, n, 1, warmup=False),
                 )[0]
                 mid = generation_tokens(url)
                 m = metrics.summarize_run(run, OUTPUT_LEN)
@@ -234,7 +236,9 @@ def sglang_crosscheck(args: argparse.Namespace) -> None:
                 theirs.append(r["tok_s"])
                 ttft_theirs.append(r["ttft_p50"])
                 # bench_serving's warmup requests are counted by the server too.
-                counted.append((mid - before, after - mid - c * OUTPUT_LEN, m.output_tokens, r["tokens"]))
+                counted.append(
+                    (mid - before, after - mid - c * OUTPUT_LEN, m.output_tokens, r["tokens"])
+                )
             a, b = statistics.fmean(ours), statistics.fmean(theirs)
             server_ours = sum(x[0] for x in counted) / len(counted)
             server_theirs = sum(x[1] for x in counted) / len(counted)

@@ -109,6 +109,7 @@ def describe() -> dict[str, Any]:
                 "nargs": action.nargs,
                 "const": _jsonable(action.const) if action.nargs == 0 else None,
                 "choices": _choices(action.choices),
+                "type": getattr(action.type, "__name__", None),
                 "kind": type(action).__name__,
             }
         )

@@ -45,6 +45,8 @@ log = logging.getLogger("sglang.sim")
 rank_log = logging.getLogger("sglang.sim.scheduler")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 READY_LINE = "The server is fired up and ready to roll!"
+#: The shortest time /health_generate answers 503 after the port is bound (the warmup).
+WARMUP_MIN_S = 0.3
 _JSON: dict[str, Any] = {"separators": (",", ":")}
 
 
@@ -219,9 +221,19 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
     """Known flags, plus every other ``--flag [value]`` SGLang has (accepted, noted, reported)."""
     args, rest = build_parser().parse_known_args(argv)
     check_flags(argv, args.sim_release)
-    if args.sim_release and not args.sim_report_version:
+    types: dict[str, Callable[[str], Any]] = {}
+    if args.sim_release:
         with open(args.sim_release, encoding="utf-8") as f:
-            args.sim_report_version = json.load(f)["version"]
+            release = json.load(f)
+        args.sim_report_version = args.sim_report_version or release["version"]
+        # Report an unmodeled flag's value typed as the release's parser types it (8192, not "8192").
+        named = {"int": int, "human_readable_int": int, "float": float}
+        types = {
+            flag[2:].replace("-", "_"): named[o["type"]]
+            for o in release["options"]
+            if o.get("type") in named
+            for flag in o["flags"]
+        }
     unmodeled: dict[str, Any] = {}
     i = 0
     while i < len(rest):
@@ -237,6 +249,14 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
         else:
             unmodeled[key.replace("-", "_")] = True
         i += 1
+    for key, value in unmodeled.items():
+        if key in types and isinstance(value, str):
+            try:
+                unmodeled[key] = types[key](value)
+            except ValueError:
+                build_parser().error(
+                    f"argument --{key.replace('_', '-')}: invalid value: {value!r}"
+                )
     return args, unmodeled
 
 
@@ -448,20 +468,40 @@ class SimServer:
         aliases = {"spec_accepted_drafts": req.accepted_drafts, "spec_proposed_drafts": drafts}
         return {**verified, **counts, **({} if self._reports_at_least(0, 5, 23) else aliases)}
 
-    def _meta(self, req: SimRequest, n: int) -> dict[str, Any]:
+    def _release_at_least(self, *version: int) -> bool:
+        """Whether the release impersonated is ``version`` or newer (no release: the newest)."""
+        reported = parse_version(self.args.sim_report_version)
+        return reported is None or reported >= version
+
+    def _meta(self, req: SimRequest, n: int, *, streamed: bool = True) -> dict[str, Any]:
+        """``meta_info`` with the keys of the release impersonated, in its order, as read in each
+        release's tokenizer_manager and compared with the real 0.5.23 on the CPU
+        (tests/engines/test_standin_matches_sglang.py)."""
+        at_least = self._release_at_least
+        retractions = "num_retractions" if at_least(0, 5, 13) else "total_retractions"
         meta: dict[str, Any] = {
             "id": req.rid,
             "finish_reason": None,
             "prompt_tokens": req.prompt_tokens,
             "weight_version": "default",
-            "total_retractions": 0,
+            retractions: 0,
+            **({"reasoning_tokens": 0} if at_least(0, 5, 11) else {}),
             "completion_tokens": n,
             "cached_tokens": 0,
         }
-        if n >= req.generated and req.finished_at is not None:
+        last = n >= req.generated and req.finished_at is not None
+        if last and at_least(0, 5, 19):
+            meta["weight_versions"] = [{"version": "default", "start": 0, "end": n}]
+        if at_least(0, 5, 9):
+            meta["cached_tokens_details"] = None
+        if at_least(0, 5, 11):
+            meta["dp_rank"] = None
+        if last and req.finished_at is not None:
             meta["finish_reason"] = self._finish_reason(req)
             meta["e2e_latency"] = req.finished_at - req.received
             meta.update(self._spec_meta(req))
+        if not (last and streamed):  # SGLang stamps every event but a stream's last
+            meta["response_sent_to_client_ts"] = time.time()
         return meta
 
     async def _tokens(self, req: SimRequest) -> AsyncIterator[int]:
@@ -546,7 +586,6 @@ class SimServer:
                 "max_req_input_len": 131066,
                 "internal_states": [state],
                 "version": self.args.sim_report_version or f"sim-{__version__}",
-                "engine": "pytest_llmperf.sim",
             }
         )
 
@@ -557,6 +596,7 @@ class SimServer:
                 status=400, text="Cache not flushed. There are running or waiting requests.\n"
             )
         self.engine.reset_counters()
+        log.info("Cache flushed successfully!")
         return web.Response(
             text="Cache flushed.\nPlease check backend logs for more details. (When there are "
             "running or waiting requests, the operation will not be performed.)\n"
@@ -574,6 +614,7 @@ class SimServer:
                         "created": int(self.started),
                         "owned_by": "sglang",
                         "root": self.served_model_name,
+                        "parent": None,
                         "max_model_len": 131072,
                     }
                 ],
@@ -621,7 +662,7 @@ class SimServer:
                 lambda n: {
                     "text": "".join(words[:n]),
                     "output_ids": list(ids[:n]),
-                    "meta_info": self._meta(req, n),
+                    "meta_info": self._meta(req, n, streamed=False),
                 },
             )
         resp = await _start_stream(request)
@@ -904,9 +945,13 @@ async def _serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
             internal=True,
         )
         server.engine.submit(req)
+        warmed = time.monotonic() + WARMUP_MIN_S
         while not req.finished:
             await req.wake.wait()
             req.wake.clear()
+        # SGLang answers 503 from the moment it binds until its warmup is done (about 1 s on
+        # the CPU); a stand-in that went from refused to 200 at once would hide that window.
+        await asyncio.sleep(max(0.0, warmed - time.monotonic()))
     server.up = True
     # Like SGLang, SIGTERM before this point takes the default action (the process dies at once);
     # from here on it shuts down cleanly.

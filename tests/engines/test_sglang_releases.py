@@ -186,7 +186,9 @@ def _release_sources(version: str, under: str) -> str:
 def _log_formatter(version: str, prefix: str) -> logging.Formatter:
     """The release's own log line format (``configure_logger``), with a scheduler's prefix."""
     source = _source(version, "srt", "utils", "common.py")
-    (fmt,) = re.findall(r'format = f"(\[%\(asctime\)s\{maybe_ms\}\{prefix\}\] %\(message\)s)"', source)
+    (fmt,) = re.findall(
+        r'format = f"(\[%\(asctime\)s\{maybe_ms\}\{prefix\}\] %\(message\)s)"', source
+    )
     return logging.Formatter(fmt.replace("{maybe_ms}", "").replace("{prefix}", prefix))
 
 
@@ -222,7 +224,13 @@ def test_progress_at_tp8_baseline_never_says_draft_and_eagle3_goes_in_order(vers
     each rank loads once. EAGLE-3: each rank loads its target, then its draft."""
     ranks = [_log_formatter(version, f" TP{rank}") for rank in range(8)]
     bar = _bars(version)[-1]
-    captures = sorted(set(re.findall(r"Capture [\w\- ]*?(?:cuda|CUDA) graph begin", _release_sources(version, "srt"))))
+    captures = sorted(
+        set(
+            re.findall(
+                r"Capture [\w\- ]*?(?:cuda|CUDA) graph begin", _release_sources(version, "srt")
+            )
+        )
+    )
     target = [c for c in captures if "draft" not in c.lower()]
     draft = [c for c in captures if "draft" in c.lower()]
     assert draft, f"no draft capture line in SGLang {version}"
