@@ -149,11 +149,15 @@ def main() -> None:
 
 
 def generation_tokens(url: str) -> float:
-    """The server's own count of generated tokens (Prometheus /metrics)."""
+    """The server's own count of generated tokens (Prometheus /metrics): in 0.5.23 the sum of
+    its per-request generation-length histogram."""
+    total, found = 0.0, False
     for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
-        if line.startswith("sglang:generation_tokens_total"):
-            return float(line.rsplit(" ", 1)[1])
-    raise RuntimeError("no sglang:generation_tokens_total in /metrics (--enable-metrics?)")
+        if line.startswith("sglang:generation_tokens_histogram_sum"):
+            total, found = total + float(line.rsplit(" ", 1)[1]), True
+    if not found:
+        raise RuntimeError("no sglang:generation_tokens_histogram_sum in /metrics (--enable-metrics?)")
+    return total
 
 
 def run_bench_serving(
@@ -166,7 +170,7 @@ def run_bench_serving(
         "--dataset-name", "random-ids", "--random-input-len", str(input_len),
         "--random-output-len", str(OUTPUT_LEN), "--random-range-ratio", "1.0",
         "--num-prompts", str(n), "--max-concurrency", str(c), "--disable-tqdm",
-        "--warmup-requests", str(c), "--output-file", str(out),
+        "--warmup-requests", "0", "--output-file", str(out),
     ]  # fmt: skip
     if core is not None:
         command = ["taskset", "-c", str(core), *command]
