@@ -156,7 +156,9 @@ def generation_tokens(url: str) -> float:
         if line.startswith("sglang:generation_tokens_histogram_sum"):
             total, found = total + float(line.rsplit(" ", 1)[1]), True
     if not found:
-        raise RuntimeError("no sglang:generation_tokens_histogram_sum in /metrics (--enable-metrics?)")
+        raise RuntimeError(
+            "no sglang:generation_tokens_histogram_sum in /metrics (--enable-metrics?)"
+        )
     return total
 
 
