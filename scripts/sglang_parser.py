@@ -11,6 +11,9 @@ release's real ``ServerArgs.add_cli_args``, the code its ``launch_server`` build
             or {"code": 2, "error": argparse's message}, ...]
     ... scripts/sglang_parser.py describe+parse < [[argv], ...]
         -> describe's answer plus "parses": parse's
+    ... scripts/sglang_parser.py adaptive < [{"config", "initial_steps", "max_bs", "algorithm",
+        "batches"}, ...] -> [{"capture_sizes": [...], "steps": {batch: steps}} or {"error"}, ...]:
+        the release's own adaptive routing
 
 Nothing is launched and no model is read: ``parse`` stops where ``launch_server`` would go on to
 ``ServerArgs.from_cli_args`` (which needs the model and a device). Used by
@@ -156,12 +159,65 @@ def parse(argvs: list[list[str]]) -> list[dict[str, Any]]:
     return answers
 
 
+def _capture_sizes(made: Any, max_bs: int) -> list[int]:
+    """The release's speculative CUDA-graph capture sizes, wherever that release computes them."""
+    try:
+        from sglang.srt.arg_groups import cuda_graph_hook  # 0.5.19+
+
+        return list(cuda_graph_hook.generate_decode_cuda_graph_batch_sizes(made, max_bs))
+    except ImportError:
+        pass
+    if hasattr(made, "_generate_decode_cuda_graph_batch_sizes"):  # 0.5.14-0.5.16
+        return list(made._generate_decode_cuda_graph_batch_sizes(max_bs))
+    made.cuda_graph_max_bs = max_bs  # 0.5.13 and earlier
+    return list(made._generate_cuda_graph_batch_sizes())
+
+
+def adaptive(question: dict[str, Any]) -> dict[str, Any]:
+    """The release's own answer to: with this ``--speculative-adaptive-config`` file, a CUDA-graph
+    max batch size and a speculative algorithm, how many steps does each batch size run?
+    Its capture sizes (``generate_decode_cuda_graph_batch_sizes``) and its bucket routing
+    (``AdaptiveSpeculativeParams``: pad to a captured size, then the closest bucket)."""
+    import tempfile
+
+    _tolerate_known_configs()
+    from sglang.srt.speculative import adaptive_spec_params
+
+    server_args = _server_args()
+    namespace = _parser(server_args, _prog()).parse_args(
+        ["--model-path", "m", "--speculative-algorithm", question["algorithm"]]
+    )
+    post_init = server_args.__dict__.get("__post_init__")
+    server_args.__post_init__ = lambda self: None
+    try:
+        made = server_args.from_cli_args(namespace)
+    finally:
+        if post_init is not None:
+            server_args.__post_init__ = post_init
+    sizes = _capture_sizes(made, question["max_bs"])
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(question["config"], f)
+    params = adaptive_spec_params.AdaptiveSpeculativeParams(question["initial_steps"], f.name)
+    params.set_cuda_graph_bs(sizes)
+    return {
+        "capture_sizes": sizes,
+        "steps": {str(b): params.get_steps_for_batch(b) for b in question["batches"]},
+    }
+
+
 if __name__ == "__main__":
     with contextlib.redirect_stdout(sys.stderr):  # import-time chatter stays off the answer
         if sys.argv[1:] == ["describe"]:
             answer: Any = describe()
         elif sys.argv[1:] == ["parse"]:
             answer = parse(json.load(sys.stdin))
+        elif sys.argv[1:] == ["adaptive"]:
+            answer = []
+            for question in json.load(sys.stdin):
+                try:
+                    answer.append(adaptive(question))
+                except (ImportError, AttributeError, ValueError) as exc:  # the release refuses
+                    answer.append({"error": f"{type(exc).__name__}: {exc}"})
         elif sys.argv[1:] == ["describe+parse"]:  # one import for both (an import takes seconds)
             answer = {**describe(), "parses": parse(json.load(sys.stdin))}
         else:

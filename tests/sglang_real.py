@@ -70,3 +70,21 @@ def release(version: str, argvs: list[list[str]]) -> dict[str, Any]:
     require(PYTHON)
     require(ROOT / "releases" / version / "sglang")
     return _ask(version, json.dumps(argvs))
+
+
+def adaptive(version: str, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Release ``version``'s own adaptive-speculation routing, asked once per question
+    (scripts/sglang_parser.py adaptive)."""
+    require(PYTHON)
+    require(ROOT / "releases" / version / "sglang")
+    done = subprocess.run(
+        [str(PYTHON), str(REPO / "scripts" / "sglang_parser.py"), "adaptive"],
+        input=json.dumps(questions),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "releases" / version)},
+        timeout=300,
+    )
+    assert done.returncode == 0, f"SGLang {version}: {done.stderr[-3000:]}"
+    answers: list[dict[str, Any]] = json.loads(done.stdout)
+    return answers

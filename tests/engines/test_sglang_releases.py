@@ -21,7 +21,8 @@ from pytest_llmperf.engines.sglang import adapt
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.profiles import load_profiles
 from pytest_llmperf.sim.server import release_parser
-from tests.sglang_real import CLI_DATA, REPO, ROOT, release, require, versions
+from pytest_llmperf.core import adaptive_spec
+from tests.sglang_real import CLI_DATA, REPO, ROOT, adaptive, release, require, versions
 
 VERSIONS = versions()
 PROFILES = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles
@@ -253,3 +254,36 @@ def test_progress_at_tp8_baseline_never_says_draft_and_eagle3_goes_in_order(vers
     stages = [stage("\n".join(log[: i + 1])) for i in range(len(log))]
     order = [s for i, s in enumerate(stages) if s in expected and (i == 0 or stages[i - 1] != s)]
     assert order == expected, (version, order)
+
+
+CUTOFFS = (1, 5, 70, 100)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_adaptive_config_advice_does_in_the_release_what_it_says(version):
+    """For a measured cut-off at C = 1, 5, 70, 100, the config file the plugin writes (3 steps)
+    is routed by the release's own code (its capture sizes, its AdaptiveSpeculativeParams) for
+    every batch size 1..256: speculation up to the cut-off's padded size, none beyond. Releases
+    before 0.5.14 get no file from the plugin, and their code shows why."""
+    batches = list(range(1, 257))
+    questions = [
+        {
+            "config": adaptive_spec.cutoff_config(cutoff, 3),
+            "initial_steps": 3,
+            "max_bs": 256,
+            "algorithm": "EAGLE3",
+            "batches": batches,
+        }
+        for cutoff in CUTOFFS
+    ]
+    answers = adaptive(version, questions)
+    if parse_version(version) < (0, 5, 14):
+        assert all("error" in a for a in answers), (version, answers[0])
+        return
+    for cutoff, answer in zip(CUTOFFS, answers):
+        assert "error" not in answer, answer
+        assert answer["capture_sizes"] == adaptive_spec.capture_sizes(256)
+        off = adaptive_spec.first_batch_without_speculation(cutoff)
+        speculating = [b for b in batches if answer["steps"][str(b)] > 0]
+        assert speculating == list(range(1, off)), (version, cutoff, off)
+        assert off - 1 >= cutoff
