@@ -128,14 +128,19 @@ def _field_values(server_args: Any, namespace: argparse.Namespace) -> dict[str, 
     """The ServerArgs fields as the release's own ``from_cli_args`` sets them from the parsed
     flags (its dest-to-field renames included), before ``__post_init__`` resolves defaults
     against the model and the device, which needs both."""
+    made = _unresolved(server_args, namespace)
+    return {name: _jsonable(getattr(made, name, None)) for name in _fields(server_args)}
+
+
+def _unresolved(server_args: Any, namespace: argparse.Namespace) -> Any:
+    """``ServerArgs.from_cli_args`` with ``__post_init__`` skipped (it needs a model and a device)."""
     post_init = server_args.__dict__.get("__post_init__")
     server_args.__post_init__ = lambda self: None
     try:
-        made = server_args.from_cli_args(argparse.Namespace(**vars(namespace)))
+        return server_args.from_cli_args(argparse.Namespace(**vars(namespace)))
     finally:
         if post_init is not None:
             server_args.__post_init__ = post_init
-    return {name: _jsonable(getattr(made, name, None)) for name in _fields(server_args)}
 
 
 def parse(argvs: list[list[str]]) -> list[dict[str, Any]]:
@@ -187,13 +192,7 @@ def adaptive(question: dict[str, Any]) -> dict[str, Any]:
     namespace = _parser(server_args, _prog()).parse_args(
         ["--model-path", "m", "--speculative-algorithm", question["algorithm"]]
     )
-    post_init = server_args.__dict__.get("__post_init__")
-    server_args.__post_init__ = lambda self: None
-    try:
-        made = server_args.from_cli_args(namespace)
-    finally:
-        if post_init is not None:
-            server_args.__post_init__ = post_init
+    made = _unresolved(server_args, namespace)
     sizes = _capture_sizes(made, question["max_bs"])
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(question["config"], f)

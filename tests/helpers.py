@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -215,3 +217,33 @@ def write_sglang_profile(
     pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     return marker
+
+
+class Throttle:
+    """Slow an unmodified server from outside: SIGSTOP ``pid`` for ``share`` of every period.
+
+    llama-server wants a long period (0.5 s): every stop also costs llama.cpp's spin-waiting
+    threads a resynchronisation, so with a 50 ms period a 3 % share slowed the server by 12 %;
+    at 0.5 s that overhead is a tenth and the slowdown is close to the share.
+    """
+
+    def __init__(self, pid: int, share: float, period_s: float = 0.5) -> None:
+        self.pid, self.share, self.period = pid, share, period_s
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            os.kill(self.pid, signal.SIGSTOP)
+            time.sleep(self.share * self.period)
+            os.kill(self.pid, signal.SIGCONT)
+            time.sleep((1 - self.share) * self.period)
+
+    def __enter__(self) -> Throttle:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join()
+        os.kill(self.pid, signal.SIGCONT)

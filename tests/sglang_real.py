@@ -46,20 +46,25 @@ def require(what: Path) -> None:
     pytest.skip(message)
 
 
-@functools.cache
-def _ask(version: str, argvs: str) -> dict[str, Any]:
+def _ask_release(version: str, mode: str, question: str) -> Any:
+    """scripts/sglang_parser.py ``mode`` against one release, ``question`` on stdin; its JSON."""
     done = subprocess.run(
-        [str(PYTHON), str(REPO / "scripts" / "sglang_parser.py"), "describe+parse"],
-        input=argvs,
+        [str(PYTHON), str(REPO / "scripts" / "sglang_parser.py"), mode],
+        input=question,
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT / "releases" / version)},
         timeout=300,
     )
     assert done.returncode == 0, (
-        f"SGLang {version}'s parser could not be asked:\n{done.stderr[-3000:]}"
+        f"SGLang {version}'s code could not be asked:\n{done.stderr[-3000:]}"
     )
-    answer: dict[str, Any] = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+@functools.cache
+def _ask(version: str, argvs: str) -> dict[str, Any]:
+    answer: dict[str, Any] = _ask_release(version, "describe+parse", argvs)
     assert answer["version"] == version, f"{ROOT / 'releases' / version} holds {answer['version']}"
     return answer
 
@@ -77,14 +82,5 @@ def adaptive(version: str, questions: list[dict[str, Any]]) -> list[dict[str, An
     (scripts/sglang_parser.py adaptive)."""
     require(PYTHON)
     require(ROOT / "releases" / version / "sglang")
-    done = subprocess.run(
-        [str(PYTHON), str(REPO / "scripts" / "sglang_parser.py"), "adaptive"],
-        input=json.dumps(questions),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "releases" / version)},
-        timeout=300,
-    )
-    assert done.returncode == 0, f"SGLang {version}: {done.stderr[-3000:]}"
-    answers: list[dict[str, Any]] = json.loads(done.stdout)
+    answers: list[dict[str, Any]] = _ask_release(version, "adaptive", json.dumps(questions))
     return answers

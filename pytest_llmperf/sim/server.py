@@ -176,14 +176,15 @@ def release_parser(release: dict[str, Any]) -> argparse.ArgumentParser:
     return parser
 
 
-def check_flags(argv: list[str], release_file: str | None) -> None:
+def check_flags(
+    parser: argparse.ArgumentParser, argv: list[str], release: dict[str, Any] | None
+) -> None:
     """Exit 2 with argparse's message on a flag SGLang would refuse: any flag outside the release
     impersonated (``--sim-release``) or, without one, outside every release the sim knows
     (pytest_llmperf/sim/sglang_flags.txt, from the tested releases' own parsers)."""
-    ours = _without_sim_options(argv)
-    if release_file:
-        with open(release_file, encoding="utf-8") as f:
-            release_parser(json.load(f)).parse_args(ours)
+    ours = _without_sim_options(parser, argv)
+    if release is not None:
+        release_parser(release).parse_args(ours)
         return
     from importlib.resources import files
 
@@ -195,14 +196,14 @@ def check_flags(argv: list[str], release_file: str | None) -> None:
         if a.startswith("--") and not any(k.startswith(a.split("=", 1)[0]) for k in known)
     ]
     if unknown:
-        build_parser().error(f"unrecognized arguments: {' '.join(unknown)}")
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
 
 
-def _without_sim_options(argv: list[str]) -> list[str]:
+def _without_sim_options(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """``argv`` less the simulation's own ``--sim-*`` options (and their values)."""
     sim_actions = {
         flag: action.nargs
-        for action in build_parser()._actions
+        for action in parser._actions
         for flag in action.option_strings
         if flag.startswith("--sim-")
     }
@@ -218,19 +219,23 @@ def _without_sim_options(argv: list[str]) -> list[str]:
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
-    """Known flags, plus every other ``--flag [value]`` SGLang has (accepted, noted, reported)."""
-    args, rest = build_parser().parse_known_args(argv)
-    check_flags(argv, args.sim_release)
-    types: dict[str, Callable[[str], Any]] = {}
+    """Known flags, plus every other ``--flag [value]`` SGLang has (accepted, noted, reported).
+    With ``--sim-release``, the release's description is read once, into ``args.sim_release_data``."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    args.sim_release_data = None
     if args.sim_release:
         with open(args.sim_release, encoding="utf-8") as f:
-            release = json.load(f)
-        args.sim_report_version = args.sim_report_version or release["version"]
+            args.sim_release_data = json.load(f)
+    check_flags(parser, argv, args.sim_release_data)
+    types: dict[str, Callable[[str], Any]] = {}
+    if args.sim_release_data is not None:
+        args.sim_report_version = args.sim_report_version or args.sim_release_data["version"]
         # Report an unmodeled flag's value typed as the release's parser types it (8192, not "8192").
         named = {"int": int, "human_readable_int": int, "float": float}
         types = {
             flag[2:].replace("-", "_"): named[o["type"]]
-            for o in release["options"]
+            for o in args.sim_release_data["options"]
             if o.get("type") in named
             for flag in o["flags"]
         }
@@ -254,9 +259,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, Any]]:
             try:
                 unmodeled[key] = types[key](value)
             except ValueError:
-                build_parser().error(
-                    f"argument --{key.replace('_', '-')}: invalid value: {value!r}"
-                )
+                parser.error(f"argument --{key.replace('_', '-')}: invalid value: {value!r}")
     return args, unmodeled
 
 
@@ -301,10 +304,8 @@ class SimServer:
                 speculative_num_draft_tokens=self.speculation.num_draft_tokens,
             )
         info.update(self.unmodeled)
-        if self.args.sim_release:
-            with open(self.args.sim_release, encoding="utf-8") as f:
-                names = json.load(f)["fields"]
-            info = {name: info.get(name) for name in names}
+        if self.args.sim_release_data is not None:
+            info = {name: info.get(name) for name in self.args.sim_release_data["fields"]}
         # Only the speed factor is configuration; the fault knobs stay hidden, as a real
         # regression would be, so a slowed-down engine is compared (and fails), not INCOMPARABLE.
         info["sim_speed"] = self.args.sim_speed

@@ -11,8 +11,6 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +23,7 @@ from pytest_llmperf.engines.lifecycle import (
 )
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.profiles import load_profiles
-from tests.helpers import THROUGHPUT_SUITE, processes_with
+from tests.helpers import THROUGHPUT_SUITE, Throttle, processes_with
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "perf_suites" / "profiles.toml"
@@ -107,36 +105,6 @@ def test_real_engine_counts_validity_and_verdict_against_the_ci_golden(project, 
             assert run["ttft_s"]["p50"] > 0 and run["itl_s"]["p50"] > 0
             assert run["in_flight_while_sending"] > 0.9 * point["concurrency"]
     assert processes_with("SmolLM2-135M") == []
-
-
-class Throttle:
-    """Slow an unmodified server from outside: SIGSTOP for ``share`` of every period.
-
-    The period is long (0.5 s) on purpose: every stop also costs llama.cpp's spin-waiting
-    threads a resynchronisation, so with a 50 ms period a 3 % share slowed the server by 12 %;
-    at 0.5 s that overhead is a tenth and the slowdown is close to the share.
-    """
-
-    def __init__(self, pid: int, share: float, period_s: float = 0.5) -> None:
-        self.pid, self.share, self.period = pid, share, period_s
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stopped.is_set():
-            os.kill(self.pid, signal.SIGSTOP)
-            time.sleep(self.share * self.period)
-            os.kill(self.pid, signal.SIGCONT)
-            time.sleep((1 - self.share) * self.period)
-
-    def __enter__(self) -> Throttle:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopped.set()
-        self.thread.join()
-        os.kill(self.pid, signal.SIGCONT)
 
 
 def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent_slower_fails(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -26,9 +25,10 @@ import httpx
 import psutil
 import pytest
 
-from pytest_llmperf.engines import lifecycle
+from pytest_llmperf.engines import lifecycle, shm
 from pytest_llmperf.engines.loading import stage
 from pytest_llmperf.profiles import load_profiles
+from tests.helpers import Throttle
 from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require
 
 MODEL = MODEL_DIR
@@ -39,7 +39,6 @@ CPU_ARGS = [
     "--max-total-tokens", "8192", "--mem-fraction-static", "0.2", "--sleep-on-idle",
 ]  # fmt: skip
 OLD_STYLE = ["--tp", "1", "--cuda-graph-max-bs", "4", "--stream-output"]
-LEFTOVERS = re.compile(r"^(sglang_|sem\.mp-|psm_)")
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +52,7 @@ def real_sglang():
 
 
 def shm_files() -> set[str]:
-    return {name for name in os.listdir("/dev/shm") if LEFTOVERS.match(name)}
+    return shm.snapshot()  # SGLang's and multiprocessing's names, as the launcher removes them
 
 
 def sglang_processes() -> list[str]:
@@ -176,31 +175,6 @@ def test_launch_adapts_old_flags_reads_progress_flushes_and_fingerprints_the_rea
     assert stage(log) == "ready"
 
 
-class Throttle:
-    """Slow an unmodified process from outside: SIGSTOP for ``share`` of every period."""
-
-    def __init__(self, pid: int, share: float, period_s: float = 0.2) -> None:
-        self.pid, self.share, self.period = pid, share, period_s
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stopped.is_set():
-            os.kill(self.pid, signal.SIGSTOP)
-            time.sleep(self.share * self.period)
-            os.kill(self.pid, signal.SIGCONT)
-            time.sleep((1 - self.share) * self.period)
-
-    def __enter__(self) -> Throttle:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopped.set()
-        self.thread.join()
-        os.kill(self.pid, signal.SIGCONT)
-
-
 def server_counters(url: str) -> tuple[float, float]:
     """What the server itself counted (``--enable-metrics``): tokens generated, and the sum of
     its requests' end-to-end latencies (first byte in to last byte out, measured inside SGLang)."""
@@ -265,7 +239,7 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester):
         print(f"C=1: plugin {plugin:.1f} tok/s, the server's own accounting {reference:.1f} tok/s")
         assert abs(plugin / reference - 1) < 0.05, (plugin, reference)
 
-        with Throttle(scheduler.pid, 0.35):
+        with Throttle(scheduler.pid, 0.35, period_s=0.2):
             slower = pytester.runpytest_subprocess(*args)
         slower.assert_outcomes(failed=1)
         slower.stdout.fnmatch_lines(
