@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pytest_llmperf.core.records import RequestRecord, RunRecords
+from pytest_llmperf.core.records import ABANDONED, RequestRecord, RunRecords
 from pytest_llmperf.core.stats import distribution, finite_or_none, weighted_percentile
 
 __all__ = [
@@ -123,6 +123,8 @@ def in_flight_while_sending(records: Sequence[RequestRecord], concurrency: int) 
     A closed loop keeps exactly C in flight until its last request is sent; anything less is
     time the client spent between a response and the next request.
     """
+    if not records:
+        return 0.0
     first = min(r.start for r in records)
     last = max(r.start for r in records)
     window = last - first
@@ -220,9 +222,9 @@ def request_problems(records: Sequence[RequestRecord], expected_tokens: int | No
     problems = []
     failed = [r for r in records if r.error is not None]
     if failed:
-        problems.append(
-            f"{len(failed)} of {len(records)} requests failed; first: {failed[0].error}"
-        )
+        # The cause, not a request abandoned because of it.
+        first = next((r for r in failed if not (r.error or "").startswith(ABANDONED)), failed[0])
+        problems.append(f"{len(failed)} of {len(records)} requests failed; first: {first.error}")
     if expected_tokens is not None:
         short = [r for r in records if r.error is None and r.completion_tokens != expected_tokens]
         if short:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: How a request cut short because another one of its run stalled is recorded (its error's start).
+ABANDONED = "abandoned:"
+
 
 @dataclass(slots=True)
 class RequestRecord:
@@ -18,7 +21,9 @@ class RequestRecord:
     spec_verify_ct: int | None = None
     finish_reason: str | None = None
     error: str | None = None
-    last_read: float = 0.0  # for the stall watchdog
+    #: When the last chunk that carried tokens arrived (the stall watchdog's clock: bytes that
+    #: carry no token, such as SSE keep-alive comments, are not progress).
+    last_token: float = 0.0
 
     @property
     def e2e(self) -> float:
@@ -47,3 +52,7 @@ class RunRecords:
     loop_lag_s: list[float]
     client_cpu_s: float
     wall_s: float
+    #: Why the run was abandoned before its N requests were done (a stalled server), or None.
+    aborted: str | None = None
+    #: The warm-up, returned in place of the runs when it stalled (nothing was measured).
+    warmup: bool = False

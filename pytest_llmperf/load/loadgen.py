@@ -25,17 +25,18 @@ import contextlib
 import gc
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import httpx
 
-from pytest_llmperf.core.records import RequestRecord, RunRecords
-from pytest_llmperf.load.streams import NativeStream, OpenAIStream
+from pytest_llmperf.core.records import ABANDONED, RequestRecord, RunRecords
+from pytest_llmperf.load.streams import SHOWN_BYTES, NativeStream, OpenAIStream, StreamError, shown
 from pytest_llmperf.load.transport import make_client, make_transport
 from pytest_llmperf.load.workload import Workload
 
 __all__ = [
+    "Abort",
     "LevelPlan",
     "closed_loop",
     "flush_cache",
@@ -49,16 +50,27 @@ perf_counter = time.perf_counter
 T = TypeVar("T")
 LAG_SAMPLE_INTERVAL_S = 0.005
 WARMUP_OUTPUT_LEN = 16
+#: SGLang flushes an idle server's cache at once; a server that does not answer in this long is
+#: left unflushed (the run itself will tell whether it still serves).
+FLUSH_TIMEOUT_S = 10.0
 _SSE_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
 async def send_one(
     transport: httpx.AsyncBaseTransport, request: httpx.Request, api: str, rec: RequestRecord
 ) -> None:
-    """Stream one request into ``rec``; errors are recorded, never raised."""
+    """Stream one request into ``rec``; errors are recorded, never raised.
+
+    Every way a server can break the stream becomes the request's error in plain words (see
+    :mod:`pytest_llmperf.load.streams`): an HTTP error status, a JSON body where an event stream
+    belongs, bytes that hold no ``data:`` event, an event that does not parse, a stream cut
+    before ``[DONE]``. Only cancellation of the run itself propagates.
+    """
     stream: NativeStream | OpenAIStream = NativeStream() if api == "sglang" else OpenAIStream()
     times, cumulative = rec.chunk_times, rec.chunk_cumulative
-    rec.start = perf_counter()
+    rec.start = rec.last_token = perf_counter()
+    done = False
+    head = b""  # the first bytes, to quote when the body is not what the API promises
     try:
         response = await transport.handle_async_request(request)
         body = response.stream
@@ -66,26 +78,45 @@ async def send_one(
         try:
             if response.status_code != 200:
                 text = b"".join([chunk async for chunk in body]).decode("utf-8", "replace")
-                rec.error = f"HTTP {response.status_code}: {text[:300]}"
+                rec.error = f"HTTP {response.status_code}: {' '.join(text[:300].split())}"
+                return
+            content_type = response.headers.get("content-type", "")
+            if content_type.startswith("application/json"):
+                data = b"".join([chunk async for chunk in body])
+                rec.error = (
+                    f"the server answered with a plain JSON body (Content-Type {content_type}), "
+                    f"not an event stream (text/event-stream): {shown(data)}"
+                )
                 return
             buf = b""
             async for data in body:
-                now = rec.last_read = perf_counter()
+                now = perf_counter()
+                if len(head) < SHOWN_BYTES:
+                    head += data[: SHOWN_BYTES - len(head)]
+                if b"\r" in data:
+                    data = data.replace(b"\r\n", b"\n")
                 events = (buf + data).split(b"\n\n")
                 buf = events.pop()
                 grew = False
                 for event in events:
                     if event.startswith(b"data:"):
                         payload = event[5:].strip()
-                        if payload != b"[DONE]" and stream.event(payload):
+                        if payload == b"[DONE]":
+                            done = True
+                        elif stream.event(payload):
                             grew = True
                 if grew:
+                    rec.last_token = now
                     times.append(now)
                     cumulative.append(stream.count)
         finally:
             await body.aclose()
+        if not done:
+            rec.error = _unfinished(stream, head, buf)
     except httpx.HTTPError as exc:
-        rec.error = f"{type(exc).__name__}: {exc}"
+        rec.error = _broken(exc, stream, head)
+    except StreamError as exc:
+        rec.error = str(exc)
     except asyncio.CancelledError:
         if rec.error is None:  # not the watchdog: the run itself is being cancelled
             raise
@@ -95,7 +126,36 @@ async def send_one(
     finally:
         rec.end = perf_counter()
     if rec.error is None:
-        stream.finish(rec)
+        try:
+            stream.finish(rec)
+        except StreamError as exc:
+            rec.error = str(exc)
+
+
+def _unfinished(stream: NativeStream | OpenAIStream, head: bytes, rest: bytes) -> str:
+    """Why a stream that ended without ``[DONE]`` is not a complete response."""
+    error = stream.error_event()
+    if error is not None:
+        return f"server error: {error}"
+    if not head:
+        return "the server closed the stream without sending anything (empty body)"
+    if not stream.count and not head.lstrip().startswith((b"data:", b":")):
+        return f"the response is not an event stream (no 'data:' events); it began: {shown(head)}"
+    if rest.strip():
+        return f"the stream ended inside an event, before [DONE]: {shown(rest.strip())}"
+    return (
+        f"the stream ended before [DONE], after {stream.count or 0} tokens: the server closed the "
+        "connection mid-response"
+    )
+
+
+def _broken(exc: httpx.HTTPError, stream: NativeStream | OpenAIStream, head: bytes) -> str:
+    """A transport error, said as where in the response it happened."""
+    detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+    if not head:
+        return detail
+    after = f" after {stream.count} tokens" if stream.count else ""
+    return f"the stream broke off{after}, before [DONE] ({detail})"
 
 
 class _ClientMonitor:
@@ -120,6 +180,26 @@ class _ClientMonitor:
         self._task.cancel()
 
 
+class Abort:
+    """Whether the level was abandoned, and why: set by the first stall, seen by every run after it.
+
+    A server that stalls one request stalls the next, so waiting out ``request_timeout_s`` again for
+    every later request (and every later run) only spends GPU time. Worker processes share the flag
+    through ``shared`` (a ``multiprocessing.Value``), so a stall in one ends the level in all."""
+
+    def __init__(self, shared: Any = None) -> None:
+        self.reason: str | None = None
+        self._shared = shared
+
+    def set(self, reason: str) -> None:
+        self.reason = self.reason or reason
+        if self._shared is not None:
+            self._shared.value = 1
+
+    def is_set(self) -> bool:
+        return self.reason is not None or (self._shared is not None and bool(self._shared.value))
+
+
 async def closed_loop(
     transport: httpx.AsyncBaseTransport,
     api: str,
@@ -128,14 +208,17 @@ async def closed_loop(
     n_requests: int,
     stall_timeout_s: float = 600.0,
     claim: Callable[[], int | None] | None = None,
+    abort: Abort | None = None,
 ) -> RunRecords:
     """Run N requests with exactly ``concurrency`` in flight until the last ones drain.
 
     ``claim`` hands out request indices (None when all N are taken); worker processes share
-    one, so together they keep C in flight until the very last request. A stream silent for
-    ``stall_timeout_s`` (no response, or no bytes since the last read) is failed by the
-    watchdog, so a hung server ends the run instead of hanging it.
+    one, so together they keep C in flight until the very last request. A request that gets no
+    token for ``stall_timeout_s`` (no response, or only bytes that carry none, such as SSE
+    keep-alive comments) has stalled: the watchdog fails it, abandons the run's other requests
+    and sets ``abort``, so no later request or run waits out the timeout again.
     """
+    abort = abort or Abort()
     if claim is None:
         indices = iter(range(n_requests))
 
@@ -144,29 +227,43 @@ async def closed_loop(
 
     records: list[RequestRecord] = []
     in_flight: dict[int, tuple[RequestRecord, asyncio.Task]] = {}
+    if abort.is_set():
+        return RunRecords(concurrency, [], [], 0.0, 0.0, aborted=abort.reason or _ELSEWHERE)
 
     async def worker(slot: int) -> None:
         task = asyncio.current_task()
         assert task is not None
-        while (i := claim()) is not None:
+        while not abort.is_set() and (i := claim()) is not None:
             rec = RequestRecord(i)
             records.append(rec)
             in_flight[slot] = (rec, task)
             await send_one(transport, requests[i % len(requests)], api, rec)
         in_flight.pop(slot, None)
 
+    def abandon(reason: str) -> None:
+        for rec, task in list(in_flight.values()):
+            if rec.end == 0.0 and rec.error is None:
+                rec.error = reason
+                task.cancel()
+
     async def watchdog() -> None:
         while True:
             await asyncio.sleep(min(1.0, stall_timeout_s / 4))
             now = perf_counter()
             for rec, task in list(in_flight.values()):
-                silent = now - max(rec.start, rec.last_read)
+                silent = now - rec.last_token
                 if rec.start and rec.end == 0.0 and rec.error is None and silent > stall_timeout_s:
-                    rec.error = (
-                        f"stalled: no data from the server for {silent:.1f} s "
-                        f"(request_timeout_s = {stall_timeout_s:g})"
+                    what = "the first token" if not rec.chunk_times else "the next token"
+                    reason = (
+                        f"stalled: waited {silent:.1f} s for {what} (request_timeout_s = "
+                        f"{stall_timeout_s:g}); the server stopped generating, so the rest of this "
+                        "point is abandoned"
                     )
+                    rec.error = reason
                     task.cancel()
+                    abort.set(reason)
+            if abort.is_set():
+                abandon(f"{ABANDONED} another request of the run stalled")
 
     cpu0, wall0 = time.process_time(), perf_counter()
     guard = asyncio.get_running_loop().create_task(watchdog())
@@ -176,8 +273,16 @@ async def closed_loop(
     finally:
         guard.cancel()
     return RunRecords(
-        concurrency, records, monitor.lags, time.process_time() - cpu0, perf_counter() - wall0
+        concurrency,
+        records,
+        monitor.lags,
+        time.process_time() - cpu0,
+        perf_counter() - wall0,
+        aborted=(abort.reason or _ELSEWHERE) if abort.is_set() else None,
     )
+
+
+_ELSEWHERE = "a request in another load-generator process stalled"
 
 
 @dataclass(frozen=True)
@@ -198,9 +303,15 @@ async def measure_level_async(
     headers: dict[str, str] | None = None,
     before_run: Callable[[httpx.AsyncClient], Awaitable[Any]] | None = None,
     claim: Callable[[], int | None] | None = None,
+    abort: Abort | None = None,
 ) -> list[RunRecords]:
     """Warm up at C (opening the C pooled connections), then measure ``plan.runs`` runs,
-    awaiting ``before_run(client)`` before each (no request is in flight then)."""
+    awaiting ``before_run(client)`` before each (no request is in flight then).
+
+    After a stall (``abort`` set) every later run is empty and instant, but still counted, so
+    that worker processes meet at the same barriers; the stalled warm-up is returned as the
+    only run."""
+    abort = abort or Abort()
     sender = make_transport(transport, plan.concurrency)
     async with make_client(base_url, sender, headers) as client:
 
@@ -210,11 +321,13 @@ async def measure_level_async(
                 for body in workload.bodies(output_len)
             ]
 
+        warmup = None
         if plan.warmup:
             short = requests(min(workload.output_len, WARMUP_OUTPUT_LEN))
-            await closed_loop(
-                sender, workload.api, short, plan.concurrency, plan.concurrency, timeout_s
-            )
+            warmup = await closed_loop(
+                sender, workload.api, short, plan.concurrency, plan.concurrency, timeout_s,
+                abort=abort,
+            )  # fmt: skip
         measured = requests(workload.output_len)
         runs = []
         for _ in range(plan.runs):
@@ -230,8 +343,11 @@ async def measure_level_async(
                         plan.n_requests,
                         timeout_s,
                         claim,
+                        abort,
                     )
                 )
+        if warmup is not None and warmup.aborted and warmup.records:
+            return [replace(warmup, warmup=True)]  # it stalled: nothing was measured, this says why
         return runs
 
 
@@ -291,6 +407,6 @@ def measure_level(
 async def flush_cache(client: httpx.AsyncClient) -> None:
     """SGLang's ``/flush_cache`` between runs (radix cache, spec counters); idle servers only."""
     try:
-        await client.post("/flush_cache")
+        await client.post("/flush_cache", timeout=FLUSH_TIMEOUT_S)
     except httpx.HTTPError:
         pass  # a server without the endpoint measures the same; the run itself will tell if it is down

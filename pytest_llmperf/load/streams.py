@@ -4,6 +4,14 @@ server's final counts.
 On SGLang's native API nothing is parsed until the stream ends: the cumulative
 ``completion_tokens`` is found from the end of each event, where ``meta_info`` sits. On the
 OpenAI API a content event is recognised without parsing it; every other event is parsed.
+
+Nothing the server sends is taken on trust: an event that is not a JSON object, a token count
+that is not a number, a final event that does not parse or lacks the counts, and a stream that
+ends before ``[DONE]`` each raise :class:`StreamError`, whose message says what the server sent
+(its first bytes) and what was expected; the load generator makes it the request's error. A
+middle event is checked for its shape (``{…}`` with a numeric count) rather than parsed in full:
+SGLang's native events repeat the whole text so far, and parsing each would make the client the
+bottleneck. The final event, which carries the counts that are measured, is parsed in full.
 """
 
 from __future__ import annotations
@@ -20,6 +28,36 @@ _CONTENT = re.compile(rb'"(?:text|content)":\s*"(?!")')
 _FINISH = re.compile(rb'"finish_reason":\s*"')
 
 
+#: How much of an offending event an error message shows.
+SHOWN_BYTES = 120
+
+
+class StreamError(ValueError):
+    """The server sent something that is not the stream its API promises."""
+
+
+def shown(data: bytes) -> str:
+    """The first bytes of what the server sent, as an error message quotes them."""
+    text = data[:SHOWN_BYTES].decode("utf-8", "backslashreplace")
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)  # one line, visible
+    return text + ("…" if len(data) > SHOWN_BYTES else "")
+
+
+def _check_object(data: bytes, what: str) -> None:
+    if not (data.startswith(b"{") and data.endswith(b"}")):
+        raise StreamError(f"{what} is not a JSON object: {shown(data)}")
+
+
+def _parse(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise StreamError(f"{what} is not valid JSON ({exc.args[0]}): {shown(data)}") from None
+    if not isinstance(obj, dict):
+        raise StreamError(f"{what} is not a JSON object: {shown(data)}")
+    return obj
+
+
 class NativeStream:
     """SGLang ``/generate``: cumulative ``meta_info.completion_tokens`` in every event."""
 
@@ -31,6 +69,7 @@ class NativeStream:
 
     def event(self, data: bytes) -> bool:
         """Take one event's payload; True if it carried new tokens."""
+        _check_object(data, "an event of /generate's stream")
         at = data.rfind(_TOKENS_KEY)  # meta_info ends the event: searching from the end is short
         self.last = data
         if at < 0:
@@ -44,18 +83,32 @@ class NativeStream:
         self.count = n
         return grew
 
+    def error_event(self) -> str | None:
+        """The server's own error, when its last event was one."""
+        if b'"error"' not in self.last:
+            return None
+        try:
+            obj = json.loads(self.last)
+        except ValueError:
+            return None
+        return _error_text(obj["error"]) if isinstance(obj, dict) and "error" in obj else None
+
     def finish(self, rec: RequestRecord) -> None:
         if not self.last:
-            rec.error = rec.error or "empty stream: no events before [DONE]"
-            return
-        obj = json.loads(self.last)
+            raise StreamError("the stream had no events with data before [DONE]")
+        obj = _parse(self.last, "the final event of /generate's stream")
         if "error" in obj:
             rec.error = f"server error: {_error_text(obj['error'])}"
             return
-        meta = obj.get("meta_info") or {}
-        rec.completion_tokens = meta.get("completion_tokens")
-        rec.prompt_tokens = meta.get("prompt_tokens")
-        rec.spec_verify_ct = meta.get("spec_verify_ct")
+        meta = obj.get("meta_info")
+        if not isinstance(meta, dict):
+            raise StreamError(
+                "the final event has no meta_info (SGLang's /generate reports the token counts "
+                f"there): {shown(self.last)}"
+            )
+        rec.completion_tokens = _count(meta, "completion_tokens", "meta_info", self.last)
+        rec.prompt_tokens = _optional_count(meta.get("prompt_tokens"))
+        rec.spec_verify_ct = _optional_count(meta.get("spec_verify_ct"))
         reason = meta.get("finish_reason")
         rec.finish_reason = reason.get("type") if isinstance(reason, dict) else reason
         if rec.finish_reason == "abort":
@@ -83,8 +136,9 @@ class OpenAIStream:
 
     def event(self, data: bytes) -> bool:
         if _CONTENT.search(data) is None:
-            self._other(json.loads(data))
+            self._other(_parse(data, "an event of the completion stream"))
             return False
+        _check_object(data, "an event of the completion stream")
         at = data.rfind(_TOKENS_KEY)
         if at < 0:
             self.count = None
@@ -94,7 +148,8 @@ class OpenAIStream:
                 raise _not_a_number(data)
             self.count = int(match.group(1))
         if _FINISH.search(data) is not None:
-            self._other(json.loads(data))  # the last content event: take finish_reason and usage
+            # The last content event: take finish_reason and usage.
+            self._other(_parse(data, "the last content event of the completion stream"))
         return True
 
     def _other(self, obj: dict[str, Any]) -> None:
@@ -102,6 +157,8 @@ class OpenAIStream:
             self.error = _error_text(obj["error"])
             return
         if obj.get("usage"):
+            if not isinstance(obj["usage"], dict):
+                raise StreamError(f"'usage' is not an object: {shown(json.dumps(obj).encode())}")
             self.usage = obj["usage"]
         if obj.get("sglext"):
             self.sglext = obj["sglext"]
@@ -109,25 +166,44 @@ class OpenAIStream:
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
 
+    def error_event(self) -> str | None:
+        return self.error
+
     def finish(self, rec: RequestRecord) -> None:
         if self.error:
             rec.error = f"server error: {self.error}"
             return
-        if not self.usage or self.usage.get("completion_tokens") is None:
+        if not self.usage or "completion_tokens" not in self.usage:
             rec.error = (
                 "the server reported no usage.completion_tokens; token counts must come from the "
                 "server (stream_options.include_usage)"
             )
             return
-        rec.completion_tokens = int(self.usage["completion_tokens"])
-        rec.prompt_tokens = self.usage.get("prompt_tokens")
+        rec.completion_tokens = _count(
+            self.usage, "completion_tokens", "usage", json.dumps(self.usage).encode()
+        )
+        rec.prompt_tokens = _optional_count(self.usage.get("prompt_tokens"))
         rec.finish_reason = self.finish_reason
         details = (self.sglext or {}).get("spec_tokens_details") or {}
-        rec.spec_verify_ct = details.get("spec_verify_ct")
+        rec.spec_verify_ct = _optional_count(details.get("spec_verify_ct"))
 
 
-def _not_a_number(data: bytes) -> ValueError:
-    return ValueError(f"completion_tokens is not a number in the server's event {data[:200]!r}")
+def _count(obj: dict[str, Any], key: str, where: str, event: bytes) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StreamError(
+            f"{where}.{key} is {json.dumps(value) if key in obj else 'missing'}, not a token count: "
+            f"{shown(event)}"
+        )
+    return value
+
+
+def _optional_count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _not_a_number(data: bytes) -> StreamError:
+    return StreamError(f"completion_tokens is not a number in the server's event: {shown(data)}")
 
 
 def _error_text(err: Any) -> str:

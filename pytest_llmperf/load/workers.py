@@ -24,6 +24,8 @@ import httpx
 
 from pytest_llmperf.core.records import RunRecords
 from pytest_llmperf.load.loadgen import (
+    _ELSEWHERE,
+    Abort,
     LevelPlan,
     measure_level,
     measure_level_async,
@@ -54,10 +56,17 @@ def measure(
     (e.g. SGLang's cache flush) runs once before each run, while no request is in flight."""
     workers = min(workers, plan.concurrency)
     if workers <= 1:
-        return measure_level(base_url, workload, plan, before_run=between_runs, **kwargs)
+        abort = Abort()
+
+        async def before_run(client: httpx.AsyncClient) -> None:
+            if between_runs is not None and not abort.is_set():
+                await between_runs(client)
+
+        return measure_level(base_url, workload, plan, before_run=before_run, abort=abort, **kwargs)
     ctx = multiprocessing.get_context("spawn")  # never fork a pytest process with live threads
     barrier = ctx.Barrier(workers)
     counter = ctx.Value("q", 0)
+    stalled = ctx.Value("b", 0)
     results = ctx.Queue()
     procs = [
         ctx.Process(
@@ -73,6 +82,7 @@ def measure(
                 counter,
                 results,
                 between_runs if i == 0 else None,
+                stalled,
                 kwargs,
             ),
         )
@@ -101,9 +111,10 @@ def measure(
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
-    return [
-        merge([collected[i][k] for i in range(workers)], plan.concurrency) for k in range(plan.runs)
-    ]
+    # A stalled warm-up comes back as a single run (see measure_level_async): merge as many
+    # runs as every worker has.
+    runs = min(len(part) for part in collected.values())
+    return [merge([collected[i][k] for i in range(workers)], plan.concurrency) for k in range(runs)]
 
 
 def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
@@ -112,8 +123,13 @@ def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
     wall = max(p.wall_s for p in parts)
     busiest = max(p.client_cpu_s / p.wall_s if p.wall_s else 0.0 for p in parts)
     lags = [lag for p in parts for lag in p.loop_lag_s]
+    aborted = [p.aborted for p in parts if p.aborted]
+    # The stalled request's own reason first, not a bystander's.
+    aborted.sort(key=lambda reason: reason == _ELSEWHERE)
     # The CPU check is per core: report the busiest worker's share, scaled to the merged wall time.
-    return RunRecords(concurrency, records, lags, busiest * wall, wall)
+    return RunRecords(
+        concurrency, records, lags, busiest * wall, wall, aborted=aborted[0] if aborted else None
+    )
 
 
 def _worker_main(
@@ -125,14 +141,18 @@ def _worker_main(
     counter: Any,
     results: Queue[tuple[int, list[RunRecords] | str]],
     between_runs: BetweenRuns | None,
+    stalled: Any,
     kwargs: dict[str, Any],
 ) -> None:
     try:
-        before_run = functools.partial(_synchronized, barrier, counter, index == 0, between_runs)
+        abort = Abort(stalled)
+        before_run = functools.partial(
+            _synchronized, barrier, counter, index == 0, between_runs, abort
+        )
         claim = functools.partial(_claim, counter, plan.n_requests)
         runs = run_in_fresh_loop(
             measure_level_async(
-                base_url, workload, plan, before_run=before_run, claim=claim, **kwargs
+                base_url, workload, plan, before_run=before_run, claim=claim, abort=abort, **kwargs
             )
         )
         results.put((index, runs))
@@ -154,12 +174,13 @@ async def _synchronized(
     counter: Any,
     leader: bool,
     between_runs: BetweenRuns | None,
+    abort: Abort,
     client: httpx.AsyncClient,
 ) -> None:
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, barrier.wait)  # every worker idle: safe to flush and reset
     if leader:
         counter.value = 0
-        if between_runs is not None:
+        if between_runs is not None and not abort.is_set():
             await between_runs(client)
     await loop.run_in_executor(None, barrier.wait)  # then all start together

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from pytest_llmperf.core import metrics
@@ -70,20 +72,28 @@ def test_failed_requests_are_recorded_not_raised():
         server.stop()
 
 
-def test_a_stalled_stream_fails_within_the_timeout_instead_of_hanging():
+def test_a_stall_ends_the_level_within_one_timeout_instead_of_one_per_request():
+    """Six requests in three runs against a server that stalls every stream: the first stall
+    abandons the run's other requests, and the later runs send nothing."""
     server = start_sim("--sim-stall-after-tokens", "3")
     try:
-        run = measure_level(
+        started = time.monotonic()
+        runs = measure_level(
             server.url,
             Workload(api="sglang", output_len=8),
-            LevelPlan(2, 2, 1, warmup=False),
+            LevelPlan(2, 6, 3, warmup=False),
             timeout_s=1.0,
-        )[0]
-        assert all(
-            r.error and r.error.startswith("stalled: no data from the server for")
-            for r in run.records
         )
-        assert all(r.e2e < 3.5 for r in run.records)
+        elapsed = time.monotonic() - started
+        first = runs[0]
+        assert first.aborted is not None and first.aborted.startswith("stalled: waited")
+        assert "for the next token (request_timeout_s = 1)" in first.aborted
+        assert len(first.records) == 2  # the two in flight; the other four were never sent
+        assert all(
+            r.error and r.error.startswith(("stalled: waited", "abandoned:")) for r in first.records
+        )
+        assert [len(r.records) for r in runs[1:]] == [0, 0]
+        assert elapsed < 3.0, elapsed  # one timeout (1 s) plus the watchdog's 0.25 s tick
     finally:
         server.stop()
 
