@@ -25,7 +25,11 @@ class Summary:
 
     @property
     def sd(self) -> float:
-        return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+        if len(self.values) < 2:
+            return 0.0
+        if not all(math.isfinite(v) for v in self.values):
+            return math.nan  # statistics.stdev fails on NaN rather than returning it
+        return statistics.stdev(self.values)
 
     @property
     def cv(self) -> float:

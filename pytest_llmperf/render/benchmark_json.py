@@ -17,6 +17,7 @@ token** (run duration ÷ completion tokens = 1 / output tok/s). Field by field:
   ``output_len``, ``accept_length``, ``ttft_p50_s``, ``itl_p50_s``.
 - ``options``: what the runs were (``runs``, ``min_requests``, ``warmup``, ``timer`` =
   ``"seconds per output token"``), so nobody mistakes the rounds for wall-clock calls.
+- INVALID points (no valid run) are left out: their figures measure the failure, not the server.
 - ``machine_info`` and ``commit_info``: from pytest-benchmark's own helpers, plus
   ``machine_info["llmperf"]``: the fingerprint's hardware key per profile.
 
@@ -41,8 +42,8 @@ def render(results: Results) -> dict[str, Any]:
 
     benchmarks = []
     for point in results.points:
-        if not point.runs or any(r.output_tokens <= 0 for r in point.runs):
-            continue
+        if point.problems or not point.runs or any(r.output_tokens <= 0 for r in point.runs):
+            continue  # INVALID: not a measurement of the server, so not a benchmark either
         stats = Stats()
         for run in point.runs:
             stats.update(run.duration_s / run.output_tokens)

@@ -46,15 +46,19 @@ def row(point: MeasuredPoint) -> tuple[str, ...]:
         point.profile,
         point.node.short_name,
         str(point.concurrency),
-        f"{s.mean:,.1f} ± {s.sd:,.1f} ({s.n})",
+        f"{s.mean:,.1f} ± {s.sd:,.1f} ({s.n})" if math.isfinite(s.mean) else f"- ({s.n})",
         "-" if golden is None else f"{golden:,.1f}",
         "-" if point.ratio is None else signed_percent(point.ratio - 1),
-        f"{point.run_average(lambda r: r.request_tok_s['mean']):,.1f}",
+        _number(point.run_average(lambda r: r.request_tok_s["mean"])),
         f"{ms(point.run_average(lambda r: r.ttft_s['p50']))} / {ms(point.run_average(lambda r: r.ttft_s['p99']))}",
         ms(point.run_average(lambda r: r.itl_s["p50"])),
         "-" if not math.isfinite(accept) else f"{accept:.2f}",
         point.verdict.value,
     )
+
+
+def _number(value: float) -> str:
+    return f"{value:,.1f}" if math.isfinite(value) else "-"
 
 
 def table_lines(points: Sequence[MeasuredPoint]) -> list[str]:

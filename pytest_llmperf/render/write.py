@@ -8,6 +8,7 @@ is a pure function of the results.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from pytest_llmperf.core.results import Results
@@ -16,19 +17,45 @@ from pytest_llmperf.render import markdown, plots, results_json
 from pytest_llmperf.settings import Settings
 
 
-def outputs(results: Results, settings: Settings, *, created: str) -> list[str]:
-    """Write every output the settings ask for; one note per file written (or skipped)."""
-    notes = adaptive_configs(results)
+def outputs(results: Results, settings: Settings, *, created: str) -> tuple[list[str], list[str]]:
+    """Write every output the settings ask for: one note per file written (or skipped), and one
+    line per output that could not be written. One failure never stops the others."""
+    notes: list[str] = []
+    failures: list[str] = []
+
+    def attempt(what: str, write: Callable[[], list[str]]) -> None:
+        try:
+            notes.extend(write())
+        except OSError as exc:
+            where = f" {exc.filename}" if exc.filename else ""
+            failures.append(f"{what}{where}: {exc.strerror or exc}")
+
+    attempt("adaptive-config files", lambda: adaptive_configs(results))
     if settings.json_path:
-        write_json_atomic(Path(settings.json_path), results_json.render(results, created=created))
+        path = Path(settings.json_path)
+        attempt(
+            "--perf-json",
+            lambda: _written(path, results_json.render(results, created=created), None),
+        )
     if settings.report_dir:
-        notes += report_dir(results, settings.report_dir)
+        directory = settings.report_dir
+        attempt("--perf-report", lambda: report_dir(results, directory))
     if settings.benchmark_json:
         from pytest_llmperf.render import benchmark_json
 
-        write_json_atomic(settings.benchmark_json, benchmark_json.render(results))
-        notes.append(f"pytest-benchmark JSON: {settings.benchmark_json}")
-    return notes
+        path_b = settings.benchmark_json
+        attempt(
+            "--perf-benchmark-json",
+            lambda: _written(
+                path_b, benchmark_json.render(results), f"pytest-benchmark JSON: {path_b}"
+            ),
+        )
+    return notes, failures
+
+
+def _written(path: Path, data: object, note: str | None) -> list[str]:
+    write_json_atomic(path, data)
+    return [note] if note else []
 
 
 def adaptive_configs(results: Results) -> list[str]:
@@ -50,7 +77,10 @@ def report_dir(results: Results, directory: Path) -> list[str]:
     directory.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
     images: list[str] = []
-    measured = [p for p in results.points if p.metric == "output_tok_s" and p.runs]
+    # An INVALID point is not a measurement of the server: it is in the table, not on a plot.
+    measured = [
+        p for p in results.points if p.metric == "output_tok_s" and p.runs and not p.problems
+    ]
     if plots.available():
         margins = {name: facts.fail_margin for name, facts in results.profiles.items()}
         tests = sorted({p.node.without_params for p in measured})

@@ -219,3 +219,29 @@ def test_plots_are_png_files(tmp_path, mixed):
     ]
     for path in paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_points_without_a_valid_run_render_everywhere_and_the_json_is_strict(tmp_path):
+    """A point whose every request failed (NaN figures) and one never measured (no runs) are
+    INVALID in the table, null in the JSON, absent from the plots, and break nothing."""
+    from pytest_llmperf.render import benchmark_json
+    from pytest_llmperf.render.write import report_dir
+
+    dead = measured("sim-base", 4, [math.nan, math.nan], problems=("4 of 4 requests failed",))
+    never = measured("sim-base", 8, [])
+    never.notes.append("C=8 needs about 264 open files")
+    fine = measured("sim-base", 1, [100.0, 101.0])
+    out = results([dead, never, fine])
+
+    lines = terminal.table_lines(out.points)
+    assert sum("INVALID" in line for line in lines) == 2
+    assert not any("nan" in line for line in lines)
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in strict JSON")
+
+    for data in (results_json.render(out, created="now"), benchmark_json.render(out)):
+        json.loads(json.dumps(data, allow_nan=False), parse_constant=refuse)
+    assert "INVALID" in markdown.render(out)
+    notes = report_dir(out, tmp_path / "report")
+    assert (tmp_path / "report" / "summary.md").exists(), notes
