@@ -29,10 +29,12 @@ from typing import Any
 
 import httpx
 
-from pytest_llmperf.errors import ServerDiedError, ServerError, ServerStartError
+from pytest_llmperf.engines.logs import RedactingLog
+from pytest_llmperf.errors import ProfileError, ServerDiedError, ServerError, ServerStartError
+from pytest_llmperf.files import confined, write_text
 from pytest_llmperf.profiles import Profile
+from pytest_llmperf.secrets import Redactor, resolve
 
-SECRET_FLAGS = ("--api-key", "--admin-api-key")
 LOG_TAIL_LINES = 25
 _LIVE: dict[int, ServerHandle] = {}  # servers this process launched and has not stopped
 
@@ -73,26 +75,6 @@ def build_command(profile: Profile, host: str, port: int, run_dir: Path) -> list
     ]
 
 
-def mask_secrets(command: list[str]) -> list[str]:
-    masked = list(command)
-    for i, arg in enumerate(masked):
-        if arg in SECRET_FLAGS and i + 1 < len(masked):
-            masked[i + 1] = "***"
-        elif any(arg.startswith(flag + "=") for flag in SECRET_FLAGS):
-            masked[i] = arg.split("=", 1)[0] + "=***"
-    return masked
-
-
-def api_key(profile: Profile) -> str | None:
-    args = list(profile.command or profile.args)
-    for i, arg in enumerate(args):
-        if arg == "--api-key" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--api-key="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 @dataclass
 class ServerHandle:
     """A running (or attached) server and everything needed to reproduce and stop it."""
@@ -114,6 +96,12 @@ class ServerHandle:
     #: /dev/shm as it was at launch, and when (wall clock): what appears after may be the server's.
     shm_at_launch: set[str] = field(default_factory=set)
     launched_at: float = field(default_factory=time.time)
+    #: What the client sends as ``Authorization: Bearer`` (never written anywhere).
+    api_key: str | None = field(default=None, repr=False)
+    #: Masks this launch's secrets in everything written about it.
+    redactor: Redactor = field(default_factory=Redactor, repr=False)
+    #: Copies the server's output to its log with the secrets masked (None: straight to the file).
+    log_writer: RedactingLog | None = field(default=None, repr=False)
 
     def note_shm_files(self) -> None:
         """Remember the /dev/shm files the server's process tree holds now."""
@@ -135,26 +123,29 @@ class ServerHandle:
 
     @property
     def headers(self) -> dict[str, str]:
-        key = api_key(self.profile)
-        return {"Authorization": f"Bearer {key}"} if key else {}
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def describe(self) -> dict[str, Any]:
-        """How the server ran, for the results JSON (secrets in its command line are not here)."""
-        profile = self.profile
-        return {
-            "engine": profile.engine,
-            "model": profile.model,
-            "api": profile.api,
-            "args": list(profile.args),
-            "env": dict(profile.env),
-            "launch_id": self.launch_id,
-            "attached": self.attached,
-            "base_url": self.base_url,
-            "log": str(self.log_path) if self.log_path else None,
-            "server_info": self.info,
-        }
+        """How the server ran, for the results JSON, with every secret masked."""
+        profile, redactor = self.profile, self.redactor
+        return redactor.data(
+            {
+                "engine": profile.engine,
+                "model": profile.model,
+                "api": profile.api,
+                "args": redactor.command(profile.args),
+                "env": redactor.env(profile.env),
+                "launch_id": self.launch_id,
+                "attached": self.attached,
+                "base_url": self.base_url,
+                "log": str(self.log_path) if self.log_path else None,
+                "server_info": self.info,
+            }
+        )
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        if self.log_writer is not None:
+            self.log_writer.drain(timeout_s=1.0 if self.exit_code() is not None else 0.2)
         if self.log_path is None or not self.log_path.exists():
             return "(no log)"
         with open(self.log_path, "rb") as f:
@@ -179,7 +170,11 @@ class ServerHandle:
     ) -> ServerError:
         """Mark the server unusable and build the error: what happened, where its log is, its tail."""
         self.died = what
-        command = f"  command: {shlex.join(mask_secrets(self.command))}\n" if with_command else ""
+        command = (
+            f"  command: {shlex.join(self.redactor.command(self.command))}\n"
+            if with_command
+            else ""
+        )
         return error(
             f"{self.profile.name}: the server {what}.\n{command}"
             f"  log: {self.log_path}\n  last lines:\n{self.log_tail()}"
@@ -187,46 +182,66 @@ class ServerHandle:
 
 
 def launch(profile: Profile, run_dir: Path) -> ServerHandle:
-    """Start the profile's server in its own process group; return without waiting."""
+    """Start the profile's server in its own process group; return without waiting.
+
+    ``${NAME}`` references are taken from the environment here, and only here: the handle keeps
+    the profile as written, and every file about the launch has the secrets masked."""
     host = profile.host
     port = free_port(host)
     notes: list[str] = []
     version = None
     if profile.engine == "sglang":
-        from pytest_llmperf.engines import gpu, sglang
+        from pytest_llmperf.engines import sglang
 
         version = sglang.installed_version(profile)
         adapted = sglang.adapt(
             profile.args, version, where=f"{profile.source}: profile {profile.name!r}, field 'args'"
         )
         profile, notes = replace(profile, args=tuple(adapted.args)), adapted.notes
+    try:
+        resolved = resolve(profile)
+    except ProfileError as exc:
+        raise ServerStartError(str(exc)) from None
+    expanded, redactor = resolved.profile, resolved.redactor
+    if profile.engine == "sglang":
+        from pytest_llmperf.engines import gpu, sglang
+
         if not sglang.on_cpu(profile.args):
-            notes += gpu.preflight(profile.name, profile.env, profile.gpu_wait_s)
-    command = build_command(profile, host, port, run_dir)
+            notes += gpu.preflight(profile.name, expanded.env, profile.gpu_wait_s)
+    command = build_command(expanded, host, port, run_dir)
+    log_path = confined(run_dir, f"{profile.name}.log")
+    cmd_path = confined(run_dir, f"{profile.name}.cmd")
     run_dir.mkdir(parents=True, exist_ok=True)
-    log_path = run_dir / f"{profile.name}.log"
-    env_lines = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(profile.env.items()))
-    (run_dir / f"{profile.name}.cmd").write_text(
-        env_lines + shlex.join(mask_secrets(command)) + "\n"
+    env_lines = "".join(
+        f"{k}={shlex.quote(v)} " for k, v in sorted(redactor.env(expanded.env).items())
     )
-    env = {**os.environ, **profile.env, "PYTHONUNBUFFERED": "1"}
+    write_text(cmd_path, env_lines + shlex.join(redactor.command(command)) + "\n")
+    env = {**os.environ, **expanded.env, "PYTHONUNBUFFERED": "1"}
     from pytest_llmperf.engines import shm
 
     shm_at_launch, launched_at = shm.snapshot(), time.time()
-    log = open(log_path, "wb")
+    # With secrets to mask, the output goes through a pipe that a thread copies, masked, to the
+    # log (SGLang logs its server_args, --api-key included); otherwise straight to the file.
+    writer = RedactingLog(log_path, redactor) if redactor else None
+    log = open(log_path, "wb") if writer is None else None
     try:
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
-            stdout=log,
+            stdout=log if writer is None else writer.write_fd,
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
         )
     except OSError as exc:
+        if writer is not None:
+            writer.abandon()
         raise ServerStartError(f"{profile.name}: could not start {command[0]!r}: {exc}") from None
     finally:
-        log.close()
+        if log is not None:
+            log.close()
+    if writer is not None:
+        writer.start()
     url_host = f"[{host}]" if ":" in host else host
     handle = ServerHandle(
         profile,
@@ -238,8 +253,14 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
         sglang_version=version,
         shm_at_launch=shm_at_launch,
         launched_at=launched_at,
+        api_key=resolved.api_key,
+        redactor=redactor,
+        log_writer=writer,
     )
     _LIVE[process.pid] = handle
+    from pytest_llmperf.engines import leftovers
+
+    leftovers.remember(run_dir, handle)
     return handle
 
 
@@ -317,7 +338,10 @@ def fetch_info(handle: ServerHandle) -> dict[str, Any]:
             if resp.status_code == 200 and resp.headers.get("content-type", "").startswith(
                 "application/json"
             ):
-                info[path] = resp.json()
+                try:
+                    info[path] = handle.redactor.data(resp.json())
+                except ValueError:
+                    continue  # not JSON after all: the server describes itself elsewhere
                 if path in ("/server_info", "/get_server_info"):
                     break  # SGLang: the full resolved args and version; the deprecated alias adds nothing
     return info
@@ -325,7 +349,13 @@ def fetch_info(handle: ServerHandle) -> dict[str, Any]:
 
 def attach(profile: Profile, url: str) -> ServerHandle:
     """Use a server someone else runs: check it answers, never launch or stop it."""
-    handle = ServerHandle(profile, url.rstrip("/"))
+    try:
+        resolved = resolve(profile)
+    except ProfileError as exc:
+        raise ServerStartError(str(exc)) from None
+    handle = ServerHandle(
+        profile, url.rstrip("/"), api_key=resolved.api_key, redactor=resolved.redactor
+    )
     try:
         with httpx.Client(timeout=30.0, headers=handle.headers) as client:
             code = client.get(handle.base_url + profile.readiness_path).status_code
@@ -387,6 +417,11 @@ def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
             pass
     psutil.wait_procs(descendants, timeout=10)
     _LIVE.pop(process.pid, None)
+    if handle.log_writer is not None:
+        handle.log_writer.drain(timeout_s=2.0)
+    from pytest_llmperf.engines import leftovers
+
+    leftovers.forget(handle)
     from pytest_llmperf.engines import shm
 
     shm.remove_leftovers(

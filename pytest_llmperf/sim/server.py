@@ -293,9 +293,9 @@ class SimServer:
     # ----- lifecycle -------------------------------------------------------------------
 
     def server_args(self) -> dict[str, Any]:
-        info = {
-            k: v for k, v in vars(self.args).items() if not k.startswith("sim_") and k != "api_key"
-        }
+        # api_key included: SGLang reports it on /server_info and logs it at startup (0.5.23's
+        # engine.py redacts only watermark secrets), so the plugin must mask it, not the server.
+        info = {k: v for k, v in vars(self.args).items() if not k.startswith("sim_")}
         info["max_running_requests"] = self.max_running_requests
         if self.speculation:
             info.update(
