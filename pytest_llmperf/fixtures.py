@@ -147,7 +147,8 @@ def _golden(session: LLMPerfSession, point: Point) -> tuple[Path, dict[str, Any]
         return session.golden_file(point.profile), session.golden(point.profile)
     except GoldenError as exc:
         point.outcome = Outcome.INVALID
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
+    pytest.fail(problem, pytrace=False)  # outside the except: no "during handling" chain
 
 
 def _record(
@@ -236,11 +237,20 @@ class LLMPerfFixture:
             _golden(
                 self.session, point
             )  # a corrupt golden fails before the measurement, not after it
-        point.runs = self._runs(workload, LevelPlan(concurrency, n_requests, runs, profile.warmup))
+        from pytest_llmperf.load.limits import ensure_open_files
+
+        too_few = ensure_open_files(concurrency)
+        if too_few:
+            point.notes.append(too_few)
+            self.session.record(point)
+            _fail_if_invalid(point, "INVALID, not measured")
+        point.runs = self._runs(
+            workload, LevelPlan(concurrency, n_requests, runs, profile.warmup), point
+        )
         self.session.record(point)
         return point
 
-    def _runs(self, workload: Workload, plan: LevelPlan) -> list[RunMetrics]:
+    def _runs(self, workload: Workload, plan: LevelPlan, point: Point) -> list[RunMetrics]:
         __tracebackhide__ = True
         from pytest_llmperf.load.loadgen import flush_cache
         from pytest_llmperf.load.workers import measure
@@ -264,7 +274,17 @@ class LLMPerfFixture:
                 f"{exc}\n  The remaining tests of profile {self.profile.name} are skipped.",
                 pytrace=False,
             )
-        return [summarize_run(r, workload.output_len) for r in raw]
+        if any(r.warmup for r in raw):
+            point.notes.append(
+                f"the server stalled during the warm-up, so none of the {plan.runs} runs was made"
+            )
+            return [summarize_run(r, None) for r in raw]
+        measured = [r for r in raw if r.records]
+        if len(measured) < len(raw):
+            point.notes.append(
+                f"{len(raw) - len(measured)} of {len(raw)} runs were not made: the server stalled"
+            )
+        return [summarize_run(r, workload.output_len) for r in measured]
 
     def check(
         self,
@@ -320,7 +340,7 @@ class LLMPerfFixture:
                 target - len(point.values),
                 warmup=False,
             )
-            point.runs += self._runs(self.workload(point.output_len), plan)
+            point.runs += self._runs(self.workload(point.output_len), plan, point)
             if point.problems:
                 return self.check(point, fail_margin=m.fail, warn_margin=m.warn)
             result = verdict()

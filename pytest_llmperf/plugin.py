@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_llmperf import preflight
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.selection import measurement_params, select_profiles, speedup_params
 from pytest_llmperf.session import SESSION_KEY, LLMPerfSession
@@ -50,13 +51,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER)
     settings = Settings.from_pytest_config(config)
     profiles, selected = select_profiles(settings)
+    if selected:
+        # Before any server starts: what would otherwise fail only after the measurement.
+        preflight.refuse_xdist(config)
+        preflight.unresolved_secrets(selected)
+        preflight.check_outputs(config, settings, selected)
     run_dir = settings.run_dir_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     config.stash[SESSION_KEY] = LLMPerfSession(settings, profiles, selected, run_dir)
-    config.addinivalue_line("markers", MARKER)
     if selected and not settings.server_url:
+        _warn_about_leftover_servers(config, settings)
         _stop_servers_on_sigterm(config)
+
+
+def _warn_about_leftover_servers(config: pytest.Config, settings: Settings) -> None:
+    from pytest_llmperf.engines import leftovers
+    from pytest_llmperf.errors import LLMPerfWarning
+
+    found = leftovers.still_running(settings.run_dir_root)
+    if found:
+        config.issue_config_time_warning(
+            LLMPerfWarning(
+                "servers launched by an earlier run of pytest-llmperf are still running (that run was "
+                "killed before it could stop them); they may hold the GPUs and slow this run down. "
+                "They are not stopped automatically; check and stop them yourself (kill PID):\n  "
+                + "\n  ".join(found)
+            ),
+            stacklevel=2,
+        )
 
 
 def _stop_servers_on_sigterm(config: pytest.Config) -> None:
@@ -207,11 +231,20 @@ def _add_junit_properties(node: pytest.Item, points: Sequence[Point]) -> None:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None:
+        return
+    if session.points:
+        _write_summary(terminalreporter, session, exitstatus)
+    for failure in session.output_failures:
+        terminalreporter.write_line(f"llmperf: NOT WRITTEN: {failure}", red=True)
+
+
+def _write_summary(
+    terminalreporter: pytest.TerminalReporter, session: LLMPerfSession, exitstatus: int
+) -> None:
     from pytest_llmperf.render import terminal
 
-    session = config.stash.get(SESSION_KEY, None)
-    if session is None or not session.points:
-        return
     results = session.results(
         whole_suite=session.whole_suite and exitstatus != pytest.ExitCode.INTERRUPTED
     )
@@ -224,7 +257,9 @@ def pytest_terminal_summary(
         terminalreporter.write_line(line, **({color: True} if color else {}))
     if session.servers and not session.settings.server_url:
         terminalreporter.write_line(f"server logs and command lines: {session.run_dir}")
-    if session.settings.json_path:
+    if session.settings.json_path and not any(
+        f.startswith("--perf-json") for f in session.output_failures
+    ):
         terminalreporter.write_line(f"results JSON: {session.settings.json_path}")
     for note in session.report_notes:
         terminalreporter.write_line(f"report: {note}")
@@ -234,3 +269,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(SESSION_KEY, None)
     if state is not None:
         state.finish()
+        if state.output_failures and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a result was lost: not a green run

@@ -16,7 +16,9 @@ Every error names the file, the profile, the field and what is allowed.
 from __future__ import annotations
 
 import difflib
+import json
 import os
+import re
 import string
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -51,6 +53,14 @@ SPECULATIVE_FLAGS = {
     "command": ("--speculative-algorithm", "-md", "--model-draft"),
 }
 
+#: Profile names become file and directory names (goldens, logs): no separators, no "..".
+PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+PROFILE_NAME_RULE = (
+    "1-64 characters from letters, digits, '-', '_' and '.', starting with a letter or digit"
+)
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 #: Fields and their defaults; a field missing here is not a profile field.
 DEFAULTS: dict[str, Any] = {
     "description": "",
@@ -79,6 +89,7 @@ DEFAULTS: dict[str, Any] = {
     "warn_margin": 0.05,
     "base_profile": None,
     "gpu_wait_s": 0.0,
+    "api_key_env": None,
 }
 PROFILE_FIELDS = ("extends", *DEFAULTS)
 
@@ -120,6 +131,9 @@ class Profile:
     base_profile: str | None = None
     #: engine = "sglang": wait this long for other processes to free the GPUs before failing.
     gpu_wait_s: float = 0.0
+    #: The environment variable whose value the client sends as ``Authorization: Bearer``
+    #: (None: the value of ``--api-key`` in ``args``, if any).
+    api_key_env: str | None = None
     extends: str | None = None
     #: Set on the second copy of a base profile under --perf-aba (A/B/A): its points are
     #: measured for the drift between the two base measurements, not gated.
@@ -212,6 +226,11 @@ def load_profiles(path: str | Path) -> ProfileSet:
     if not isinstance(tables, dict) or not tables:
         raise ProfileError(f"{path}: no profiles; define at least one [profiles.NAME] table.")
     for name, table in tables.items():
+        if not PROFILE_NAME.fullmatch(name):
+            raise ProfileError(
+                f"{path}: profile name {name!r} is not allowed: a name is used in file and directory "
+                f"names, so it is {PROFILE_NAME_RULE}. Rename [profiles.{_toml_key(name)}]."
+            )
         if not isinstance(table, dict):
             raise ProfileError(
                 f"{path}: profiles.{name} must be a table, got {type(table).__name__}."
@@ -447,12 +466,25 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
                         f"{where}, field 'command': unknown placeholder {{{placeholder}}} in {arg!r}; "
                         f"available: {', '.join('{' + p + '}' for p in COMMAND_PLACEHOLDERS)}."
                     )
+        if not any("{port}" in arg for arg in command):
+            raise ProfileError(
+                f"{where}, field 'command': no {{port}} placeholder, so the server cannot be told the "
+                "free port the plugin picked and would never be found ready. Pass it the way the "
+                'server takes it, e.g. ["my-server", "--host", "{host}", "--port", "{port}"].'
+            )
     elif command is not None:
         raise ProfileError(
             f"{where}, field 'command': only used with engine = \"command\" (this profile has "
             f"engine = {f['engine']!r}); remove it or change the engine."
         )
 
+    _check(
+        where,
+        "api_key_env",
+        f["api_key_env"],
+        lambda v: v is None or (isinstance(v, str) and ENV_NAME.fullmatch(v)),
+        'the name of an environment variable that holds the API key, e.g. "SGLANG_API_KEY"',
+    )
     return Profile(
         name=name,
         source=path,
@@ -481,6 +513,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         warn_margin=float(f["warn_margin"]),
         base_profile=f["base_profile"],
         gpu_wait_s=float(f["gpu_wait_s"]),
+        api_key_env=f["api_key_env"],
         extends=parent,
     )
 
@@ -513,6 +546,10 @@ def _is_str_map(v: Any) -> bool:
     return isinstance(v, dict) and all(
         isinstance(k, str) and isinstance(x, str) for k, x in v.items()
     )
+
+
+def _toml_key(name: str) -> str:
+    return json.dumps(name)
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -47,6 +47,10 @@ class LLMPerfSession:
         default_factory=list
     )  # what --perf-report / --perf-benchmark-json wrote
     whole_suite: bool = True  # nothing deselected: goldens nobody used can be reported
+    #: Golden files found unusable in this run: under --perf-update, nothing is written then.
+    golden_errors: list[str] = field(default_factory=list)
+    #: Outputs (goldens, JSON, reports) that could not be written at the end of the run.
+    output_failures: list[str] = field(default_factory=list)
 
     def profile(self, name: str) -> Profile:
         return next(p for p in self.selected if p.name == name)
@@ -63,7 +67,11 @@ class LLMPerfSession:
         """The profile's golden file, read once per session (GoldenError if unusable)."""
         path = self.golden_file(profile)
         if path not in self.goldens:
-            self.goldens[path] = store.load(path)
+            try:
+                self.goldens[path] = store.load(path)
+            except store.GoldenError as exc:
+                self.golden_errors.append(str(exc))
+                raise
         return self.goldens[path]
 
     def queue_golden(self, point: PendingPoint, profile: str) -> Path:
@@ -134,13 +142,31 @@ class LLMPerfSession:
         from pytest_llmperf.render import write
 
         if self.pending:
-            self.golden_notes = store.flush(list(self.pending.values()))
+            self._write_goldens()
         if self.points:
-            self.report_notes += write.outputs(
+            notes, failures = write.outputs(
                 self.results(whole_suite=False),
                 self.settings,
                 created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             )
+            self.report_notes += notes
+            self.output_failures += failures
+
+    def _write_goldens(self) -> None:
+        """All queued goldens, or none when any golden this run touched is unusable."""
+        if self.golden_errors:
+            self.output_failures.append(
+                f"no golden was written, because a golden file of this run is unusable: "
+                f"{self.golden_errors[0]}"
+            )
+            return
+        try:
+            self.golden_notes = store.flush(list(self.pending.values()))
+        except store.GoldenError as exc:
+            self.output_failures.append(f"no golden was written: {exc}")
+        except store.GoldenWriteError as exc:
+            self.golden_notes = exc.notes
+            self.output_failures += [f"golden not written: {line}" for line in exc.failed]
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from pytest_llmperf.core.format import format_value
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.stats import Summary
 from pytest_llmperf.errors import LLMPerfError
-from pytest_llmperf.files import write_json_atomic
+from pytest_llmperf.files import confined, write_json_atomic
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.golden.fingerprint import Fingerprint
 
@@ -40,7 +41,8 @@ class GoldenError(LLMPerfError):
 
 
 def golden_path(baseline_dir: Path, profile: str, hardware_key: str) -> Path:
-    return baseline_dir / profile / f"{hardware_key}.json"
+    """Where a profile's golden for this hardware lives, never outside ``baseline_dir``."""
+    return confined(baseline_dir, profile, f"{hardware_key}.json")
 
 
 def load(path: Path) -> dict[str, Any] | None:
@@ -62,11 +64,43 @@ def load(path: Path) -> dict[str, Any] | None:
         or not isinstance(data.get("points"), dict)
         or "fingerprint" not in data
     ):
-        raise GoldenError(
-            f"golden file {path} has schema {schema!r}, expected {SCHEMA_VERSION} with 'fingerprint' and "
-            f"'points'. It was left untouched: delete it and re-record with --perf-update."
+        what = (
+            f"has schema {schema!r}, but this version reads schema {SCHEMA_VERSION}"
+            if schema != SCHEMA_VERSION
+            else "lacks 'fingerprint' or a 'points' table"
         )
+        raise GoldenError(
+            f"golden file {path} {what}. It was left untouched: delete it and re-record with "
+            "--perf-update."
+        )
+    for key, entry in data["points"].items():
+        problem = _point_problem(entry)
+        if problem:
+            raise GoldenError(
+                f"golden file {path}, point {key!r}: {problem}. It was left untouched: restore it "
+                f"(e.g. `git checkout -- {path}`) or delete that point and re-record it with --perf-update."
+            )
     return data
+
+
+def _point_problem(entry: Any) -> str | None:
+    """What makes one recorded point unusable, or None."""
+    if not isinstance(entry, dict):
+        return f"is {type(entry).__name__}, not a table"
+    runs = entry.get("runs")
+    if not isinstance(runs, list) or not runs:
+        return "has no 'runs' list"
+    for k, run in enumerate(runs, start=1):
+        value = run.get("value") if isinstance(run, dict) else None
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            shown = "missing" if not isinstance(run, dict) or "value" not in run else repr(value)
+            return f"run {k} has 'value' {shown}, not a positive number"
+    return None
 
 
 @dataclass
@@ -169,16 +203,38 @@ def apply(
 
 
 def flush(pending: list[PendingFile]) -> list[str]:
-    """Write every pending file: lock, re-read, merge, atomic replace. Returns what changed."""
+    """Write every pending file: lock, re-read, merge, atomic replace. Returns what changed.
+
+    All or nothing for unusable files: when any file to be touched is corrupt, none is written
+    (GoldenError). A write that fails (disk full, permissions) is reported and the other files
+    are still written (OSError after the rest, naming every file that failed)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    notes: list[str] = []
     for item in pending:
-        item.path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(item.path):
-            data, changed = apply(load(item.path), item, now)
-            write_json_atomic(item.path, data)
+        load(item.path)  # every file is usable before the first is written
+    notes: list[str] = []
+    failed: list[str] = []
+    for item in pending:
+        try:
+            item.path.parent.mkdir(parents=True, exist_ok=True)
+            with _locked(item.path):
+                data, changed = apply(load(item.path), item, now)
+                write_json_atomic(item.path, data)
+        except OSError as exc:
+            failed.append(f"{item.path}: {exc.strerror or exc}")
+            continue
         notes += changed
+    if failed:
+        raise GoldenWriteError(notes, failed)
     return notes
+
+
+class GoldenWriteError(OSError):
+    """Some golden files could not be written; ``notes`` says what the others recorded."""
+
+    def __init__(self, notes: list[str], failed: list[str]) -> None:
+        super().__init__("; ".join(failed))
+        self.notes = notes
+        self.failed = failed
 
 
 @contextlib.contextmanager

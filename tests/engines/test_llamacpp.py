@@ -125,7 +125,7 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
             profiles="""
             [profiles.llama]
             engine = "command"
-            command = ["unused: attached"]
+            command = ["unused: attached", "{port}"]
             api = "openai"
             concurrency = [1]
             runs = 3

@@ -169,7 +169,8 @@ def test_corrupt_golden_is_an_error_and_left_untouched(pytester, project):
     result = pytester.runpytest()
     result.stdout.fnmatch_lines(
         [
-            f"golden file {path} has schema 99, expected 1*delete it and re-record with --perf-update."
+            f"golden file {path} has schema 99, but this version reads schema 1. "
+            "It was left untouched: delete it and re-record with --perf-update."
         ]
     )
 

@@ -60,8 +60,53 @@ def test_unusable_files_are_errors_that_name_the_file(tmp_path):
     with pytest.raises(GoldenError, match=rf"golden file {path} is not valid JSON"):
         baseline.load(path)
     path.write_text(json.dumps({"schema": 0, "points": {}}))
-    with pytest.raises(GoldenError, match=r"has schema 0, expected 1"):
+    with pytest.raises(GoldenError, match=r"has schema 0, but this version reads schema 1\."):
         baseline.load(path)
+    path.write_text(json.dumps({"schema": 1, "points": {}}))
+    with pytest.raises(GoldenError, match=r"lacks 'fingerprint' or a 'points' table"):
+        baseline.load(path)
+
+
+@pytest.mark.parametrize(
+    ("runs", "problem"),
+    [
+        ([{"value": "fast"}], "run 1 has 'value' 'fast', not a positive number"),
+        ([{"value": 1.0}, {"launch_id": "x"}], "run 2 has 'value' missing"),
+        ([{"value": None}], "run 1 has 'value' None"),
+        ([{"value": True}], "run 1 has 'value' True"),
+        ([], "has no 'runs' list"),
+    ],
+)
+def test_a_non_numeric_or_missing_golden_value_names_the_file_and_point(tmp_path, runs, problem):
+    path = tmp_path / "g.json"
+    data = {"schema": 1, "fingerprint": {}, "points": {"test_x[C=4]": {"runs": runs}}}
+    path.write_text(json.dumps(data))
+    with pytest.raises(GoldenError) as info:
+        baseline.load(path)
+    assert f"golden file {path}, point 'test_x[C=4]': {problem}" in str(info.value)
+    assert json.loads(path.read_text()) == data  # untouched
+
+
+def test_flush_writes_nothing_when_any_file_it_would_touch_is_unusable(tmp_path):
+    good, bad = tmp_path / "a" / "sim.json", tmp_path / "b" / "sim.json"
+    bad.parent.mkdir()
+    bad.write_text("{oops")
+    pending = [
+        baseline.PendingFile(path, name, {"hard": {"hardware": {"key": "sim"}}})
+        for path, name in ((good, "a"), (bad, "b"))
+    ]
+    with pytest.raises(GoldenError, match="not valid JSON"):
+        baseline.flush(pending)
+    assert not good.exists() and bad.read_text() == "{oops"
+
+
+def test_a_golden_path_never_leaves_the_baseline_directory(tmp_path):
+    from pytest_llmperf.files import OutsideDirectoryError
+
+    assert baseline.golden_path(tmp_path, "sim-base", "sim") == tmp_path / "sim-base" / "sim.json"
+    for profile, key in (("../../escaped", "sim"), ("/etc", "sim"), ("ok", "../../x")):
+        with pytest.raises(OutsideDirectoryError, match="outside"):
+            baseline.golden_path(tmp_path, profile, key)
 
 
 def test_fingerprint_diff_names_each_changed_leaf():

@@ -1,0 +1,88 @@
+"""Checks made once, before any server starts, so that nothing fails after the GPU time is spent.
+
+- :func:`refuse_xdist`: pytest-xdist would launch every profile's server in every worker and
+  measure them at the same time; the plugin measures one server at a time, on its own.
+- :func:`unwritable_outputs`: every file the run will write (goldens under ``--perf-update``, the
+  run directory, ``--perf-json``, ``--perf-report``, ``--perf-benchmark-json``, ``--junitxml``)
+  can be written, tried for real.
+- :func:`unresolved_secrets`: every ``${NAME}`` a selected profile takes from the environment,
+  and its ``api_key_env``, is set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf.errors import ProfileError
+from pytest_llmperf.files import OutsideDirectoryError, check_writable, confined
+from pytest_llmperf.profiles import Profile
+from pytest_llmperf.settings import Settings
+
+
+def refuse_xdist(config: pytest.Config) -> None:
+    """``-n``/``--dist`` with servers to measure: a UsageError that says why and what to do."""
+    numprocesses = getattr(config.option, "numprocesses", None)
+    dist = getattr(config.option, "dist", "no")
+    if not (hasattr(config, "workerinput") or numprocesses or dist not in (None, "no")):
+        return
+    raise pytest.UsageError(
+        f"pytest-llmperf cannot run under pytest-xdist (-n {numprocesses}, --dist {dist}): every worker "
+        "would launch its own copy of each profile's server, the servers would be measured at the same "
+        "time on the same machine, and the workers would overwrite each other's results and goldens. "
+        "Run the performance suite without -n (or with -n 0). To run other tests in parallel in "
+        "the same project, disable this plugin for that run: pytest -p no:llmperf -n 4 …"
+    )
+
+
+def unwritable_outputs(
+    settings: Settings, selected: list[Profile], junitxml: str | None
+) -> list[str]:
+    """``path: reason`` for every output of the run that could not be written."""
+    wanted: list[tuple[Path, bool, str]] = []
+    if not settings.server_url:
+        wanted.append((settings.run_dir_root, True, "run directory root (llmperf_run_dir)"))
+    if settings.update:
+        for profile in selected:
+            if not profile.remeasure_of:
+                wanted.append(
+                    (confined(settings.baseline_dir, profile.name), True, "golden directory")
+                )
+    if settings.json_path:
+        wanted.append((Path(settings.json_path), False, "--perf-json"))
+    if settings.report_dir:
+        wanted.append((Path(settings.report_dir), True, "--perf-report"))
+    if settings.benchmark_json:
+        wanted.append((Path(settings.benchmark_json), False, "--perf-benchmark-json"))
+    if junitxml:
+        wanted.append((Path(junitxml), False, "--junitxml"))
+    problems = []
+    for path, directory, what in wanted:
+        reason = check_writable(path, directory=directory)
+        if reason is not None:
+            problems.append(f"{what} {path}: {reason}")
+    return problems
+
+
+def check_outputs(config: pytest.Config, settings: Settings, selected: list[Profile]) -> None:
+    try:
+        problems = unwritable_outputs(settings, selected, getattr(config.option, "xmlpath", None))
+    except OutsideDirectoryError as exc:  # pragma: no cover - profile names are checked on load
+        raise pytest.UsageError(str(exc)) from None
+    if problems:
+        raise pytest.UsageError(
+            "pytest-llmperf: these outputs of the run cannot be written, so the run would lose its "
+            "results after measuring; fix them before starting:\n  " + "\n  ".join(problems)
+        )
+
+
+def unresolved_secrets(selected: list[Profile]) -> None:
+    """Every ``${NAME}`` and ``api_key_env`` of the selected profiles is set, or a UsageError."""
+    from pytest_llmperf.secrets import resolve
+
+    for profile in selected:
+        try:
+            resolve(profile)
+        except ProfileError as exc:
+            raise pytest.UsageError(str(exc)) from None
