@@ -59,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
         preflight.refuse_xdist(config)
         preflight.unresolved_secrets(selected)
         preflight.check_outputs(config, settings, selected)
+        preflight.raise_open_files(selected)
     run_dir = settings.run_dir_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     config.stash[SESSION_KEY] = LLMPerfSession(settings, profiles, selected, run_dir)
     if selected and not settings.server_url:

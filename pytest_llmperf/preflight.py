@@ -77,6 +77,16 @@ def check_outputs(config: pytest.Config, settings: Settings, selected: list[Prof
         )
 
 
+def raise_open_files(selected: list[Profile]) -> None:
+    """Raise the soft open-file limit for the largest C now, before any server starts: a launched
+    server inherits the limit, and one that can accept fewer connections than C leaves the rest
+    waiting (they would stall). Where the hard limit is too low, the levels that need more fail
+    one by one, each with the fix (fixtures: ensure_open_files before measuring)."""
+    from pytest_llmperf.load.limits import ensure_open_files
+
+    ensure_open_files(max(c for p in selected for c in p.concurrency))
+
+
 def unresolved_secrets(selected: list[Profile]) -> None:
     """Every ``${NAME}`` and ``api_key_env`` of the selected profiles is set, or a UsageError."""
     from pytest_llmperf.secrets import resolve

@@ -314,10 +314,7 @@ class SimServer:
     async def load(self) -> None:
         """Log SGLang's loading sequence over ``--sim-load-time`` seconds."""
         args = self.args
-        log.info(
-            "server_args=ServerArgs(%s)",
-            ", ".join(f"{k}={v!r}" for k, v in self.server_args().items()),
-        )
+        log.info("server_args=%r", self.server_args())  # as SGLang 0.5.23 logs it: a dict
         if self.unmodeled:
             log.info(
                 "simulated engine: accepted but not modeled: %s",

@@ -118,10 +118,15 @@ def run_log(pytester: pytest.Pytester) -> str:
     return log.read_text(errors="replace")
 
 
+#: An API key taken from the environment (``${NAME}``): SGLang gets it, no file does.
+API_KEY = f"sk-llmperf-test-{uuid.uuid4().hex}"
+
+
 def test_launch_adapts_old_flags_reads_progress_flushes_and_fingerprints_the_real_server(
-    pytester,
+    pytester, monkeypatch
 ):
-    project(pytester)
+    monkeypatch.setenv("LLMPERF_TEST_SGLANG_KEY", API_KEY)
+    project(pytester, args=[*CPU_ARGS, *OLD_STYLE, "--api-key", "${LLMPERF_TEST_SGLANG_KEY}"])
     result = pytester.runpytest_subprocess(
         "-k",
         "output_throughput",
@@ -173,6 +178,19 @@ def test_launch_adapts_old_flags_reads_progress_flushes_and_fingerprints_the_rea
     )
     assert stage(log[begin : log.index("KV Cache is allocated") + 40]) == "KV cache allocated"
     assert stage(log) == "ready"
+
+    # The key reached SGLang (it answered the plugin's authorized requests), and it is nowhere on
+    # disk: SGLang 0.5.23 logs its server_args and reports api_key and launch_command on
+    # /server_info, all masked on the way.
+    assert "'api_key': '***'" in log
+    server_info = data["profiles"]["cpu"]["server_info"]["/server_info"]
+    assert server_info["api_key"] == "***"
+    assert "--api-key ***" in server_info["launch_command"]
+    grep = subprocess.run(
+        ["grep", "-r", "-l", "-e", API_KEY, ".llmperf", "out.json", "baselines"],
+        cwd=pytester.path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert grep.returncode == 1 and grep.stdout == "", grep.stdout
 
 
 def server_counters(url: str) -> tuple[float, float]:

@@ -81,7 +81,7 @@ def test_secrets_from_the_environment_reach_the_server_and_no_file(pytester, mon
     (cmd,) = (pytester.path / ".llmperf" / "runs").glob("*/sim-secret.cmd")
     assert "HF_TOKEN='***' " in cmd.read_text() and "--api-key '***'" in cmd.read_text()
     log = next((pytester.path / ".llmperf" / "runs").glob("*/sim-secret.log")).read_text()
-    assert "api_key='***'" in log  # the sim logs its server_args, key included, as SGLang does
+    assert "'api_key': '***'" in log  # the sim logs its server_args, key included, as SGLang does
     server = json.loads((pytester.path / "out/results.json").read_text())["profiles"]["sim-secret"]
     assert server["env"]["HF_TOKEN"] == "${HF_TOKEN}"  # the profile as written
     assert server["server_info"]["/server_info"]["api_key"] == "***"
@@ -252,9 +252,10 @@ sys.exit(pytest.main(["-p", "no:cacheprovider", "--perf-update"]))
 
 @pytest.mark.parametrize(("soft", "hard", "passes"), [(200, 200, False), (200, 4096, True)])
 def test_the_open_file_limit_is_checked_and_raised_before_measuring(pytester, soft, hard, passes):
-    """C = 100 needs about 356 descriptors: with a hard limit of 200 the point fails at once with
-    the fix; with a soft limit of 200 under a hard 4096 the plugin raises it and measures."""
-    write_profiles(pytester, concurrency="[100]", runs=1, output_len=8, min_requests=100)
+    """C = 250 needs about 506 descriptors: with a hard limit of 200 the point fails at once with
+    the fix; with a soft limit of 200 under a hard 4096 the plugin raises it and measures (before
+    the check, both failed most requests with "Too many open files")."""
+    write_profiles(pytester, concurrency="[250]", runs=1, output_len=8, min_requests=250)
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     runner = pytester.makepyfile(run_it=OPEN_FILES_RUNNER.format(soft=soft, hard=hard))
     result = pytester.run(sys.executable, str(runner), timeout=120)
@@ -263,7 +264,7 @@ def test_the_open_file_limit_is_checked_and_raised_before_measuring(pytester, so
     else:
         assert result.ret == 1
         result.stdout.fnmatch_lines(
-            ["*C=100 needs about 356 open files*may open only 200*ulimit -n 65536*"]
+            ["*C=250 needs about 506 open files*may open only 200*ulimit -n 65536*"]
         )
         assert "Too many open files" not in result.stdout.str()
 
