@@ -4,7 +4,8 @@
 (it serves on the CPU), and the ``sglang`` package of every release in
 tests/data/sglang-releases.txt, whose own code (argument parser, ServerArgs fields, log formats)
 scripts/sglang_parser.py imports in that venv. Without the install, these tests skip and say
-how to enable them; with LLMPERF_REQUIRE_SGLANG=1 (as .ci/run sets) they fail instead.
+how to enable them; with LLMPERF_REQUIRE_SGLANG=1 they fail instead (.ci/run installs it first,
+so nothing is skipped there).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The plugin's SGLang path against the real SGLang 0.5.23, unmodified, serving on the CPU.
 
 Needs ``bash scripts/install-sglang-cpu.sh`` (skipped without it; failed under
-LLMPERF_REQUIRE_SGLANG=1, as .ci/run sets). Every server here is a real SGLang: a launcher,
+LLMPERF_REQUIRE_SGLANG=1). Every server here is a real SGLang: a launcher,
 ``sglang::scheduler`` and ``sglang::detokenizer`` processes and a multiprocessing resource tracker,
 serving a 5 M-parameter random Llama. After every test, the process table and /dev/shm are
 checked for anything of SGLang's: nothing may remain.
