@@ -77,6 +77,13 @@ def start_paced(itl_ms: float, tokens_per_chunk: int = 1) -> Subprocess:
     )
 
 
+def ctrl_c_enabled() -> None:
+    """``preexec_fn`` for a child that a test interrupts with SIGINT: a shell starts background
+    jobs with SIGINT ignored, and Python keeps an ignored SIGINT ignored, so a test run from a
+    CI script's background job could not Ctrl-C its pytest. Restore the terminal's default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def processes_with(marker: str) -> list[psutil.Process]:
     """Live processes whose command line mentions ``marker`` (checked, never assumed)."""
     found = []

@@ -28,7 +28,7 @@ import pytest
 from pytest_llmperf.engines import lifecycle, shm
 from pytest_llmperf.engines.loading import stage
 from pytest_llmperf.profiles import load_profiles
-from tests.helpers import Throttle
+from tests.helpers import Throttle, ctrl_c_enabled
 from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require
 
 MODEL = MODEL_DIR
@@ -312,6 +312,7 @@ def test_interrupting_pytest_mid_measurement_stops_sglang_s_whole_tree(pytester,
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-k", "output_throughput",
          "--perf-update"],
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=ctrl_c_enabled,
     )  # fmt: skip
     try:
         wait_for_line(pytester, "Cache flushed successfully!")  # measuring now

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.helpers import processes_with, write_sglang_profile
+from tests.helpers import ctrl_c_enabled, processes_with, write_sglang_profile
 
 
 def project(
@@ -100,6 +100,7 @@ def test_interrupting_pytest_stops_the_server_and_its_children(pytester, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=ctrl_c_enabled,
     )
     try:
         deadline = time.monotonic() + 30
