@@ -154,8 +154,8 @@ def _broken(exc: httpx.HTTPError, stream: NativeStream | OpenAIStream, head: byt
     detail = " ".join(f"{type(exc).__name__}: {exc}".split())
     if not head:
         return detail
-    after = f" after {stream.count} tokens" if stream.count else ""
-    return f"the stream broke off{after}, before [DONE] ({detail})"
+    after = f" (after {stream.count} tokens)" if stream.count else ""
+    return f"the stream broke off before [DONE]{after}: {detail}"
 
 
 class _ClientMonitor:
