@@ -38,9 +38,11 @@ from pytest_llmperf.profiles import Profile
 from pytest_llmperf.session import LLMPerfSession
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pytest_llmperf.core.metrics import RunMetrics
     from pytest_llmperf.engines.lifecycle import ServerHandle
-    from pytest_llmperf.load.loadgen import LevelPlan
+    from pytest_llmperf.load.loadgen import LevelPlan, Progress
     from pytest_llmperf.load.workload import Workload
     from pytest_llmperf.progress import ProgressLine
 
@@ -189,6 +191,8 @@ class LLMPerfFixture:
     measured: list[MeasuredPoint] = field(
         default_factory=list
     )  # this test's points, for JUnit properties
+    #: The live line while a point is measured (None: no terminal output).
+    progress: ProgressLine | None = None
 
     def workload(self, output_len: int | None = None) -> Workload:
         from pytest_llmperf.load.workload import Workload
@@ -267,6 +271,7 @@ class LLMPerfFixture:
                 timeout_s=self.profile.request_timeout_s,
                 headers=server.headers,
                 between_runs=flush_cache if self.profile.api == "sglang" else None,
+                progress=self._progress(plan),
             )
             server.ensure_alive("while it was being measured")
         except ServerDiedError as exc:
@@ -274,6 +279,9 @@ class LLMPerfFixture:
                 f"{exc}\n  The remaining tests of profile {self.profile.name} are skipped.",
                 pytrace=False,
             )
+        finally:
+            if self.progress is not None:
+                self.progress.finish()
         if any(r.warmup for r in raw):
             point.notes.append(
                 f"the server stalled during the warm-up, so none of the {plan.runs} runs was made"
@@ -285,6 +293,30 @@ class LLMPerfFixture:
                 f"{len(raw) - len(measured)} of {len(raw)} runs were not made: the server stalled"
             )
         return [summarize_run(r, workload.output_len) for r in measured]
+
+    def _progress(self, plan: LevelPlan) -> Callable[[int], Progress] | None:
+        """The live line of each run: ``sim-baseline C=70: run 2/3, 212/280 requests done,
+        68 in flight, 5,120 tok/s, about 14 s left in this run``."""
+        line = self.progress
+        if line is None:
+            return None
+        label = f"{self.profile.name} C={plan.concurrency}"
+
+        def of_run(k: int) -> Progress:
+            def show(done: int, in_flight: int, tokens: int, elapsed: float) -> None:
+                left = (
+                    f", about {elapsed / done * (plan.n_requests - done):,.0f} s left in this run"
+                    if done
+                    else ""
+                )
+                line.tick(
+                    f"{label}: run {k}/{plan.runs}, {done}/{plan.n_requests} requests done, "
+                    f"{in_flight} in flight, {tokens / elapsed:,.0f} tok/s{left}"
+                )
+
+            return show
+
+        return of_run
 
     def check(
         self,

@@ -176,7 +176,7 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
     from pytest_llmperf.progress import ProgressLine
 
     handle = start_server(
-        llm_profile, request.config.stash[SESSION_KEY], ProgressLine(request.config)
+        llm_profile, request.config.stash[SESSION_KEY], ProgressLine.of(request.config)
     )
     try:
         yield handle
@@ -192,12 +192,15 @@ def llmperf(
 
     if llm_server.died:
         pytest.skip(f"{llm_profile.name}: the server {llm_server.died}; see {llm_server.log_path}")
+    from pytest_llmperf.progress import ProgressLine
+
     fixture = LLMPerfFixture(
         llm_profile,
         llm_server,
         request.config.stash[SESSION_KEY],
         request.node.nodeid,
         marker_margins(request.node),
+        progress=ProgressLine.of(request.config),
     )
     yield fixture
     _add_junit_properties(request.node, fixture.measured)

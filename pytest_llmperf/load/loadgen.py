@@ -209,6 +209,7 @@ async def closed_loop(
     stall_timeout_s: float = 600.0,
     claim: Callable[[], int | None] | None = None,
     abort: Abort | None = None,
+    progress: Progress | None = None,
 ) -> RunRecords:
     """Run N requests with exactly ``concurrency`` in flight until the last ones drain.
 
@@ -266,12 +267,16 @@ async def closed_loop(
                 abandon(f"{ABANDONED} another request of the run stalled")
 
     cpu0, wall0 = time.process_time(), perf_counter()
-    guard = asyncio.get_running_loop().create_task(watchdog())
+    loop = asyncio.get_running_loop()
+    guards = [loop.create_task(watchdog())]
+    if progress is not None:
+        guards.append(loop.create_task(_report(progress, records, wall0)))
     try:
         with _ClientMonitor() as monitor:
             await asyncio.gather(*(worker(k) for k in range(min(concurrency, n_requests))))
     finally:
-        guard.cancel()
+        for guard in guards:
+            guard.cancel()
     return RunRecords(
         concurrency,
         records,
@@ -283,6 +288,27 @@ async def closed_loop(
 
 
 _ELSEWHERE = "a request in another load-generator process stalled"
+#: How often a run reports its progress (requests done and in flight, tokens so far).
+PROGRESS_INTERVAL_S = 1.0
+#: ``progress(done, in_flight, tokens, elapsed_s)``, called about once a second during a run.
+Progress = Callable[[int, int, int, float], None]
+
+
+async def _report(progress: Progress, records: list[RequestRecord], started: float) -> None:
+    """Count what the run has so far, once a second: a few microseconds per request, on the
+    loop the run uses (so it never runs while a chunk is being handled)."""
+    while True:
+        await asyncio.sleep(PROGRESS_INTERVAL_S)
+        done = in_flight = tokens = 0
+        for rec in records:
+            if rec.end:
+                done += 1
+                tokens += rec.completion_tokens or 0
+            else:
+                in_flight += 1
+                last = rec.chunk_cumulative[-1] if rec.chunk_cumulative else None
+                tokens += int(last) if last is not None else len(rec.chunk_times)
+        progress(done, in_flight, tokens, perf_counter() - started)
 
 
 @dataclass(frozen=True)
@@ -304,13 +330,14 @@ async def measure_level_async(
     before_run: Callable[[httpx.AsyncClient], Awaitable[Any]] | None = None,
     claim: Callable[[], int | None] | None = None,
     abort: Abort | None = None,
+    progress: Callable[[int], Progress] | None = None,
 ) -> list[RunRecords]:
     """Warm up at C (opening the C pooled connections), then measure ``plan.runs`` runs,
     awaiting ``before_run(client)`` before each (no request is in flight then).
 
     After a stall (``abort`` set) every later run is empty and instant, but still counted, so
     that worker processes meet at the same barriers; the stalled warm-up is returned as the
-    only run."""
+    only run. ``progress(k)`` gives the progress callback of measured run k (1-based)."""
     abort = abort or Abort()
     sender = make_transport(transport, plan.concurrency)
     async with make_client(base_url, sender, headers) as client:
@@ -330,7 +357,7 @@ async def measure_level_async(
             )  # fmt: skip
         measured = requests(workload.output_len)
         runs = []
-        for _ in range(plan.runs):
+        for k in range(1, plan.runs + 1):
             if before_run is not None:
                 await before_run(client)
             with _old_objects_frozen():
@@ -344,6 +371,7 @@ async def measure_level_async(
                         timeout_s,
                         claim,
                         abort,
+                        progress(k) if progress is not None else None,
                     )
                 )
         if warmup is not None and warmup.aborted and warmup.records:

@@ -27,6 +27,7 @@ from pytest_llmperf.load.loadgen import (
     _ELSEWHERE,
     Abort,
     LevelPlan,
+    Progress,
     measure_level,
     measure_level_async,
     run_in_fresh_loop,
@@ -50,10 +51,12 @@ def measure(
     *,
     workers: int = 1,
     between_runs: Callable[[httpx.AsyncClient], Awaitable[Any]] | None = None,
+    progress: Callable[[int], Progress] | None = None,
     **kwargs: Any,
 ) -> list[RunRecords]:
     """``plan.runs`` runs at ``plan.concurrency`` from ``workers`` processes; ``between_runs``
-    (e.g. SGLang's cache flush) runs once before each run, while no request is in flight."""
+    (e.g. SGLang's cache flush) runs once before each run, while no request is in flight.
+    ``progress`` is reported from this process only, so not with several workers."""
     workers = min(workers, plan.concurrency)
     if workers <= 1:
         abort = Abort()
@@ -62,7 +65,10 @@ def measure(
             if between_runs is not None and not abort.is_set():
                 await between_runs(client)
 
-        return measure_level(base_url, workload, plan, before_run=before_run, abort=abort, **kwargs)
+        return measure_level(
+            base_url, workload, plan, before_run=before_run, abort=abort, progress=progress,
+            **kwargs,
+        )  # fmt: skip
     ctx = multiprocessing.get_context("spawn")  # never fork a pytest process with live threads
     barrier = ctx.Barrier(workers)
     counter = ctx.Value("q", 0)
