@@ -54,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     settings = Settings.from_pytest_config(config)
     profiles, selected = select_profiles(settings)
-    if selected:
+    if selected and not settings.plan_only:
         # Before any server starts: what would otherwise fail only after the measurement.
         preflight.refuse_xdist(config)
         preflight.unresolved_secrets(selected)
@@ -158,6 +158,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return order.setdefault(name, len(order)) if name is not None else -1
 
     items.sort(key=key)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The plan of the run, before the first server starts (see pytest_llmperf/plan.py)."""
+    state = session.config.stash.get(SESSION_KEY, None)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if state is None or not state.selected or reporter is None:
+        return
+    from pytest_llmperf import plan
+
+    by_name = {p.name: p for p in state.selected}
+    points = []
+    for item in session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("llm_profile") in by_name and "llm_concurrency" in params:
+            points.append((by_name[params["llm_profile"]], params["llm_concurrency"]))
+    if not points:
+        return
+    settings = state.settings
+    floor = settings.update_runs if settings.update else 0
+    for line in plan.lines(
+        plan.levels(points, floor, settings.baseline_dir), recording=settings.update
+    ):
+        reporter.write_line(line)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """--perf-plan: the plan is printed, nothing runs and no server starts."""
+    state = session.config.stash.get(SESSION_KEY, None)
+    if state is not None and state.settings.plan_only and state.selected:
+        return True
+    return None
 
 
 @pytest.fixture(scope="session")

@@ -160,6 +160,15 @@ def add_options(parser: pytest.Parser) -> None:
         "(--perf-rebaseline is its former name.)",
     )
     parser.addini("llmperf_aba", "Like --perf-aba.", type="bool", default=False)
+    group.addoption(
+        "--perf-plan",
+        action="store_true",
+        default=None,
+        dest="llmperf_plan",
+        help="Print the run's plan (levels, runs, requests, tokens and the estimated time per "
+        "profile, from each golden's throughput) and run nothing: no server is started.",
+    )
+    parser.addini("llmperf_plan", "Like --perf-plan.", type="bool", default=False)
     for flag, ini, help_text, metavar, default in OPTIONS:
         shown = f" Default: {default}." if default else ""
         if flag == "--llm-profile":
@@ -198,6 +207,7 @@ class Settings:
     benchmark_json: Path | None = None
     aba: bool = False  # --perf-aba: measure each speculative profile's base again after it
     drift_margin: float = float(_default("llmperf_drift_margin"))
+    plan_only: bool = False  # --perf-plan: print the plan, run nothing
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
@@ -233,6 +243,9 @@ class Settings:
                 "--perf-accept-worse needs a reason, e.g. --perf-accept-worse='driver 590, see #123'."
             )
         aba = config.getoption("llmperf_aba")
+        plan_only = config.getoption("llmperf_plan")
+        if plan_only is None:
+            plan_only = bool(config.getini("llmperf_plan"))
         profiles_file, run_dir_root, baseline_dir = (
             path("llmperf_profiles_file"),
             path("llmperf_run_dir"),
@@ -259,6 +272,7 @@ class Settings:
             accept_worse=accept_worse,
             baseline_dir=baseline_dir,
             update_runs=_parse_positive("--perf-update-runs", value("llmperf_update_runs")[0]),
+            plan_only=bool(plan_only),
             report_dir=path("llmperf_report"),
             benchmark_json=path("llmperf_benchmark_json"),
             aba=bool(aba if aba is not None else config.getini("llmperf_aba")),

@@ -1,0 +1,53 @@
+"""The plan before the run, end to end: timed from the goldens, printed before the first server
+starts, and with --perf-plan (or the ini) printed alone, with nothing started."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.helpers import SPEEDUP_SUITE, processes_with, write_profiles
+
+
+def test_the_plan_is_timed_by_the_goldens_and_perf_plan_starts_nothing(pytester):
+    marker = write_profiles(pytester, concurrency="[1, 4]", runs=2, output_len=64, min_requests=8)
+    pytester.makepyfile(test_perf=SPEEDUP_SUITE)
+
+    # No golden yet: counted, not timed.
+    result = pytester.runpytest("--perf-plan", "--llm-profile", "sim-base,sim-spec")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "llmperf plan:",
+            "  sim-base: C = 1, 4; 2 runs per level; 48 requests, 3,072 tokens; not timed (no golden)",
+            "  sim-spec: C = 1, 4; 2 runs per level; 48 requests, 3,072 tokens; not timed (no golden)",
+            "  total: about 0 s of measurement, plus 4 level(s) with no golden to time them*",
+        ]
+    )
+
+    # Recording: the plan says so and counts the recording's runs (10 by default).
+    result = pytester.runpytest("--perf-update", "--llm-profile", "sim-base")
+    result.stdout.fnmatch_lines(
+        ["llmperf plan (recording goldens):", "  sim-base: C = 1, 4; 10 runs per level; 240 *"]
+    )
+    result.assert_outcomes(passed=2, skipped=1)
+
+    # With the golden, the estimate is the golden's throughput: N x 64 tokens per run.
+    started = time.monotonic()
+    result = pytester.runpytest("--perf-plan", "--llm-profile", "sim-base")
+    elapsed = time.monotonic() - started
+    result.stdout.fnmatch_lines(
+        ["  sim-base: C = 1, 4; 2 runs per level; 48 requests, 3,072 tokens; about * s"]
+    )
+    result.stdout.no_fnmatch_line("*no golden*")
+    assert elapsed < 2.0, elapsed
+    runs = pytester.path / ".llmperf" / "runs"
+    logs_before = sorted(runs.glob("*/*.log"))
+
+    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_plan = true\n")
+    result = pytester.runpytest("--llm-profile", "sim-base")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["llmperf plan:", "*no tests ran*"])
+    assert sorted(runs.glob("*/*.log")) == logs_before  # no server started
+    assert processes_with(marker) == []
