@@ -10,9 +10,8 @@ and the model, not on the plan. ``--perf-plan`` prints it and runs nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from pytest_llmperf.golden.store import GoldenError, golden_path, load
 from pytest_llmperf.load.loadgen import WARMUP_OUTPUT_LEN
@@ -66,9 +65,7 @@ def levels(
     return plans
 
 
-def _named(profile: Profile, name: str) -> Any:
-    from dataclasses import replace
-
+def _named(profile: Profile, name: str) -> Profile:
     return profile if profile.name == name else replace(profile, name=name)
 
 

@@ -106,14 +106,8 @@ class Redactor:
         """A command line with the value of every secret-named flag masked (``--api-key X`` and
         ``--api-key=X``), and any other occurrence of a secret too."""
         masked = list(command)
-        for i, arg in enumerate(masked):
-            flag, eq, _ = arg.partition("=")
-            if not arg.startswith("-") or not is_secret_name(flag):
-                continue
-            if eq:
-                masked[i] = f"{flag}={MASK}"
-            elif i + 1 < len(masked) and not masked[i + 1].startswith("-"):
-                masked[i + 1] = MASK
+        for i, flag in _secret_flag_values(masked):
+            masked[i] = f"{flag}={MASK}" if flag else MASK
         return [self.text(a) for a in masked]
 
     def env(self, env: Mapping[str, str]) -> dict[str, str]:
@@ -125,6 +119,21 @@ class Redactor:
         }
 
 
+def _secret_flag_values(args: list[str]) -> list[tuple[int, str | None]]:
+    """Where the values of secret-named flags are: ``(i, flag)`` for ``--api-key=X`` at ``i``,
+    ``(i, None)`` for the ``X`` after ``--api-key``."""
+    found: list[tuple[int, str | None]] = []
+    for i, arg in enumerate(args):
+        flag, eq, _ = arg.partition("=")
+        if not arg.startswith("-") or not is_secret_name(flag):
+            continue
+        if eq:
+            found.append((i, flag))
+        elif i + 1 < len(args) and not args[i + 1].startswith("-"):
+            found.append((i + 1, None))
+    return found
+
+
 def secret_values(
     env: Mapping[str, str], args: Iterable[str], expanded: Mapping[str, str]
 ) -> list[str]:
@@ -133,13 +142,8 @@ def secret_values(
     values = [v for k, v in env.items() if is_secret_name(k)]
     values += [v for k, v in expanded.items() if is_secret_name(k)]
     args = list(args)
-    for i, arg in enumerate(args):
-        flag, eq, value = arg.partition("=")
-        if arg.startswith("-") and is_secret_name(flag):
-            if eq:
-                values.append(value)
-            elif i + 1 < len(args):
-                values.append(args[i + 1])
+    for i, flag in _secret_flag_values(args):
+        values.append(args[i].partition("=")[2] if flag else args[i])
     return values
 
 

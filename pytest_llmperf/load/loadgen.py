@@ -91,8 +91,8 @@ async def send_one(
             buf = b""
             async for data in body:
                 now = perf_counter()
-                if len(head) < SHOWN_BYTES:
-                    head += data[: SHOWN_BYTES - len(head)]
+                if not head:
+                    head = data[:SHOWN_BYTES]
                 if b"\r" in data:
                     data = data.replace(b"\r\n", b"\n")
                 events = (buf + data).split(b"\n\n")
