@@ -232,19 +232,38 @@ class Throttle:
     llama-server wants a long period (0.5 s): every stop also costs llama.cpp's spin-waiting
     threads a resynchronisation, so with a 50 ms period a 3 % share slowed the server by 12 %;
     at 0.5 s that overhead is a tenth and the slowdown is close to the share.
+
+    Stops and continues are scheduled on absolute deadlines: with relative sleeps, a late wake-up
+    (the server's spinning threads hold both cores) lengthened the running phase, and a 30 % share
+    slowed llama-server by only 20 % on CI. ``stopped_share`` is what was really applied.
     """
 
     def __init__(self, pid: int, share: float, period_s: float = 0.5) -> None:
         self.pid, self.share, self.period = pid, share, period_s
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
+        self.stopped_s = 0.0
+        self.elapsed_s = 0.0
+
+    def _sleep_until(self, deadline: float) -> None:
+        time.sleep(max(0.0, deadline - time.monotonic()))
 
     def _run(self) -> None:
+        start = time.monotonic()
+        k = 0
         while not self.stopped.is_set():
             os.kill(self.pid, signal.SIGSTOP)
-            time.sleep(self.share * self.period)
+            stopped_at = time.monotonic()
+            self._sleep_until(start + (k + self.share) * self.period)
             os.kill(self.pid, signal.SIGCONT)
-            time.sleep((1 - self.share) * self.period)
+            self.stopped_s += time.monotonic() - stopped_at
+            k += 1
+            self._sleep_until(start + k * self.period)
+        self.elapsed_s = time.monotonic() - start
+
+    @property
+    def stopped_share(self) -> float:
+        return self.stopped_s / self.elapsed_s if self.elapsed_s else 0.0
 
     def __enter__(self) -> Throttle:
         self.thread.start()
