@@ -29,7 +29,14 @@ from pytest_llmperf.core.metrics import summarize_run
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
 from pytest_llmperf.core.speculative import paired_ratios
-from pytest_llmperf.core.verdict import STAGES, Verdict, decide
+from pytest_llmperf.core.verdict import (
+    RECORD_MIN_RUNS,
+    STAGES,
+    Verdict,
+    decide,
+    first_stage,
+    golden_is_precise,
+)
 from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.errors import LLMPerfWarning, ServerDiedError, ServerError
 from pytest_llmperf.golden import check
@@ -221,9 +228,11 @@ class LLMPerfFixture:
         from pytest_llmperf.load.loadgen import LevelPlan
 
         profile = self.profile
+        asked = runs
         runs = runs or profile.runs
         if self.session.settings.update:
-            runs = max(runs, self.session.settings.update_runs)
+            # More follow in check() until the golden is precise (or --perf-update-runs).
+            runs = min(max(runs, RECORD_MIN_RUNS), self.session.settings.update_runs)
         workload = self.workload(output_len)
         n_requests = profile.requests_per_run(concurrency)
         point = MeasuredPoint(
@@ -234,13 +243,16 @@ class LLMPerfFixture:
             launch_id=self.server.launch_id,
             output_len=workload.output_len,
             api=workload.api,
-            workload={**workload.describe(), "requests_per_run": n_requests},
+            workload={**workload.describe(), **profile.measured_over(concurrency)},
         )
         self.measured.append(point)
         if not profile.remeasure_of:  # never gated
-            _golden(
-                self.session, point
-            )  # a corrupt golden fails before the measurement, not after it
+            # A corrupt golden fails before the measurement, not after it.
+            _, golden = _golden(self.session, point)
+            entry = ((golden or {}).get("points") or {}).get(point.key)
+            if entry and asked is None and not self.session.settings.update:
+                gold = [r["value"] for r in entry.get("runs", [])]
+                runs = first_stage(gold, margins(profile, self.marker).fail, runs)
         from pytest_llmperf.load.limits import ensure_open_files
 
         too_few = ensure_open_files(concurrency)
@@ -249,7 +261,11 @@ class LLMPerfFixture:
             self.session.record(point)
             _fail_if_invalid(point, "INVALID, not measured")
         point.runs = self._runs(
-            workload, LevelPlan(concurrency, n_requests, runs, profile.warmup), point
+            workload,
+            LevelPlan(
+                concurrency, n_requests, runs, profile.warmup, profile.window_s, profile.settle_s
+            ),
+            point,
         )
         self.session.record(point)
         return point
@@ -270,7 +286,11 @@ class LLMPerfFixture:
                 transport=settings.transport,
                 timeout_s=self.profile.request_timeout_s,
                 headers=server.headers,
-                between_runs=flush_cache if self.profile.api == "sglang" else None,
+                # Not between windowed runs: requests cut at a window's close are still being
+                # aborted then, and a steady state is measured with the cache in its steady state.
+                between_runs=flush_cache
+                if self.profile.api == "sglang" and plan.window_s is None
+                else None,
                 progress=self._progress(plan),
             )
             server.ensure_alive("while it was being measured")
@@ -294,6 +314,19 @@ class LLMPerfFixture:
             )
         return [summarize_run(r, workload.output_len) for r in measured]
 
+    def _more(self, point: Point, runs: int) -> LevelPlan:
+        """The plan of ``runs`` more runs of ``point`` on the server as it is (no warm-up)."""
+        from pytest_llmperf.load.loadgen import LevelPlan
+
+        return LevelPlan(
+            point.concurrency,
+            self.profile.requests_per_run(point.concurrency),
+            runs,
+            warmup=False,
+            window_s=self.profile.window_s,
+            settle_s=self.profile.settle_s,
+        )
+
     def _progress(self, plan: LevelPlan) -> Callable[[int], Progress] | None:
         """The live line of each run: ``sim-baseline C=70: run 2/3, 212/280 requests done,
         68 in flight, 5,120 tok/s, about 14 s left in this run``."""
@@ -304,13 +337,19 @@ class LLMPerfFixture:
 
         def of_run(k: int) -> Progress:
             def show(done: int, in_flight: int, tokens: int, elapsed: float) -> None:
-                left = (
-                    f", about {elapsed / done * (plan.n_requests - done):,.0f} s left in this run"
-                    if done
-                    else ""
-                )
+                if plan.window_s is not None:
+                    # The window opens after the first prefills (and settle_s after a cut run).
+                    settle = plan.settle_s if k > 1 or not plan.warmup else 0.0
+                    remaining = max(0.0, settle + plan.window_s - elapsed)
+                    left = f", about {remaining:,.0f} s left in this run"
+                    of = ""
+                elif done:
+                    left = f", about {elapsed / done * (plan.n_requests - done):,.0f} s left in this run"
+                    of = f"/{plan.n_requests}"
+                else:
+                    left, of = "", f"/{plan.n_requests}"
                 line.tick(
-                    f"{label}: run {k}/{plan.runs}, {done}/{plan.n_requests} requests done, "
+                    f"{label}: run {k}/{plan.runs}, {done}{of} requests done, "
                     f"{in_flight} in flight, {tokens / elapsed:,.0f} tok/s{left}"
                 )
 
@@ -342,6 +381,16 @@ class LLMPerfFixture:
             return  # A/B/A: measured for the base's drift; the first measurement is the one gated
         m = margins(self.profile, self.marker, fail_margin=fail_margin, warn_margin=warn_margin)
         if self.session.settings.update:
+            limit = self.session.settings.update_runs
+            # Topped up only past measure()'s first RECORD_MIN_RUNS (fewer were asked for).
+            while RECORD_MIN_RUNS <= len(point.values) < limit and not golden_is_precise(
+                point.values, m.fail
+            ):
+                point.runs += self._runs(
+                    self.workload(point.output_len), self._more(point, 1), point
+                )
+                if point.problems:
+                    return self.check(point, fail_margin=m.fail, warn_margin=m.warn)
             runs = [
                 PendingRun(value, point.launch_id, r.requests, r.output_tokens, r.accept_length)
                 for value, r in zip(point.values, point.runs)
@@ -363,15 +412,8 @@ class LLMPerfFixture:
 
         result = verdict()
         while result.outcome is Outcome.UNCERTAIN:
-            from pytest_llmperf.load.loadgen import LevelPlan
-
             target = next(n for n in STAGES if n > len(point.values))
-            plan = LevelPlan(
-                point.concurrency,
-                self.profile.requests_per_run(point.concurrency),
-                target - len(point.values),
-                warmup=False,
-            )
+            plan = self._more(point, target - len(point.values))
             point.runs += self._runs(self.workload(point.output_len), plan, point)
             if point.problems:
                 return self.check(point, fail_margin=m.fail, warn_margin=m.warn)

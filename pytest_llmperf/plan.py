@@ -3,8 +3,11 @@ tests measure, the runs, the requests and tokens, and how long it should take.
 
 The time comes from each level's golden (its recorded output tok/s: a run of N requests of
 ``output_len`` tokens takes N·output_len ÷ tok/s, plus the warm-up's C short requests); a level
-without a golden is counted but not timed. Loads are not included: they depend on the engine
-and the model, not on the plan. ``--perf-plan`` prints it and runs nothing.
+without a golden is counted but not timed. A profile measured over steady-state windows is
+timed by its windows (and the waits between them) even without a golden. The runs are the
+first stage the golden allows (see :func:`pytest_llmperf.core.verdict.first_stage`); an
+UNCERTAIN point adds more. Loads are not included: they depend on the engine and the model,
+not on the plan. ``--perf-plan`` prints it and runs nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pytest_llmperf.core.verdict import RECORD_MIN_RUNS, first_stage
 from pytest_llmperf.golden.store import GoldenError, golden_path, load
 from pytest_llmperf.load.loadgen import WARMUP_OUTPUT_LEN
 from pytest_llmperf.profiles import Profile
@@ -26,42 +30,57 @@ class LevelPlan:
     requests: int
     tokens: int
     seconds: float | None  # None: no golden to time it by
+    #: Recording: the most runs a level gets when its golden is not yet precise.
+    up_to: int | None = None
 
 
-def golden_throughput(baseline_dir: Path, profile: Profile) -> dict[int, float]:
-    """Recorded output tok/s per level of the profile's golden on this hardware ({} if none)."""
+def golden_runs(baseline_dir: Path, profile: Profile) -> dict[int, list[float]]:
+    """Recorded output tok/s runs per level of the profile's golden on this hardware ({} if none)."""
     from pytest_llmperf.golden.fingerprint import hardware
 
     try:
         data = load(golden_path(baseline_dir, profile.name, hardware(profile)["key"])) or {}
     except (GoldenError, OSError):
         return {}
-    out: dict[int, float] = {}
+    out: dict[int, list[float]] = {}
     for point in (data.get("points") or {}).values():
         if point.get("metric") == "output_tok_s" and isinstance(point.get("concurrency"), int):
-            mean = (point.get("summary") or {}).get("mean")
-            if isinstance(mean, (int, float)) and mean > 0:
-                out[point["concurrency"]] = float(mean)
+            values = [r.get("value") for r in point.get("runs") or () if isinstance(r, dict)]
+            numbers = [float(v) for v in values if isinstance(v, (int, float)) and v > 0]
+            if numbers and len(numbers) == len(values):
+                out[point["concurrency"]] = numbers
     return out
 
 
 def levels(
-    points: Iterable[tuple[Profile, int]], runs_floor: int, baseline_dir: Path
+    points: Iterable[tuple[Profile, int]], baseline_dir: Path, recording_runs: int | None = None
 ) -> list[LevelPlan]:
-    """One entry per (profile, level) the collected tests measure, in run order."""
-    speeds: dict[str, dict[int, float]] = {}
+    """One entry per (profile, level) the collected tests measure, in run order;
+    ``recording_runs``: --perf-update-runs when recording goldens."""
+    goldens: dict[str, dict[int, list[float]]] = {}
     plans = []
     for profile, c in points:
-        if profile.name not in speeds:
+        if profile.name not in goldens:
             source = profile.remeasure_of or profile.name  # an A/B/A copy runs like its base
-            speeds[profile.name] = golden_throughput(baseline_dir, _named(profile, source))
-        runs = max(profile.runs, runs_floor)
-        n = profile.requests_per_run(c)
-        tokens = runs * n * profile.output_len
+            goldens[profile.name] = golden_runs(baseline_dir, _named(profile, source))
+        gold = goldens[profile.name].get(c, [])
+        if recording_runs is not None:
+            runs = min(max(profile.runs, RECORD_MIN_RUNS), recording_runs)
+        else:
+            runs = first_stage(gold, profile.fail_margin, profile.runs)
+        speed = sum(gold) / len(gold) if gold else None
         warmup = c * min(profile.output_len, WARMUP_OUTPUT_LEN) if profile.warmup else 0
-        speed = speeds[profile.name].get(c)
-        seconds = (tokens + warmup) / speed if speed else None
-        plans.append(LevelPlan(profile.name, c, runs, runs * n, tokens, seconds))
+        if profile.window_s is None:
+            n = profile.requests_per_run(c)
+            requests, tokens = runs * n, runs * n * profile.output_len
+            seconds = (tokens + warmup) / speed if speed else None
+        else:
+            measured = runs * profile.window_s
+            tokens = round(speed * measured) if speed else 0
+            requests = round(tokens / profile.output_len)
+            seconds = measured + (runs - 1) * profile.settle_s + (warmup / speed if speed else 0.0)
+        up_to = recording_runs if recording_runs is not None and recording_runs > runs else None
+        plans.append(LevelPlan(profile.name, c, runs, requests, tokens, seconds, up_to))
     return plans
 
 
@@ -84,7 +103,8 @@ def lines(plans: list[LevelPlan], *, recording: bool) -> list[str]:
             when += f" + {len(mine) - len(timed)} level(s) with no golden"
         out.append(
             f"  {name}: C = {', '.join(str(p.concurrency) for p in mine)}; "
-            f"{'/'.join(sorted({str(p.runs) for p in mine}))} runs per level; "
+            f"{'/'.join(sorted({str(p.runs) for p in mine}))} runs per level"
+            f"{_up_to(mine)}; "
             f"{sum(p.requests for p in mine):,} requests, {sum(p.tokens for p in mine):,} tokens; "
             f"{when}"
         )
@@ -93,6 +113,11 @@ def lines(plans: list[LevelPlan], *, recording: bool) -> list[str]:
         f"  total: about {_duration(total)} of measurement{note} (server loads not included)"
     )
     return out
+
+
+def _up_to(plans: list[LevelPlan]) -> str:
+    most = max((p.up_to for p in plans if p.up_to is not None), default=None)
+    return f" (up to {most} where the golden is not yet precise)" if most else ""
 
 
 def _duration(seconds: float) -> str:

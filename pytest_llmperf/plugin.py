@@ -177,9 +177,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not points:
         return
     settings = state.settings
-    floor = settings.update_runs if settings.update else 0
+    recording = settings.update_runs if settings.update else None
     for line in plan.lines(
-        plan.levels(points, floor, settings.baseline_dir), recording=settings.update
+        plan.levels(points, settings.baseline_dir, recording), recording=settings.update
     ):
         reporter.write_line(line)
 

@@ -81,6 +81,8 @@ DEFAULTS: dict[str, Any] = {
     "runs": 3,
     "output_len": 512,
     "min_requests": 16,
+    "window_s": None,
+    "settle_s": 3.0,
     "warmup": True,
     "ready_timeout_s": 1800.0,
     "shutdown_timeout_s": 60.0,
@@ -121,6 +123,13 @@ class Profile:
     runs: int = 3
     output_len: int = 512
     min_requests: int = 16
+    #: Measure each run over a steady-state window of this many seconds (staggered closed
+    #: loop, window after the first prefills, in-flight requests cancelled at its close)
+    #: instead of N = max(min_requests, 4·C) whole requests. None: whole requests.
+    window_s: float | None = None
+    #: After a run whose requests were cut at its window's close, the next run's window opens no
+    #: earlier than this after the run began: SGLang aborts a disconnected request 2 s later.
+    settle_s: float = 3.0
     warmup: bool = True
     ready_timeout_s: float = 1800.0
     shutdown_timeout_s: float = 60.0
@@ -142,6 +151,14 @@ class Profile:
     def requests_per_run(self, concurrency: int) -> int:
         """N = max(floor, 4·C): enough waves that the ramp-down tail stays small."""
         return max(self.min_requests, 4 * concurrency)
+
+    def measured_over(self, concurrency: int) -> dict[str, Any]:
+        """What a run is measured over, for the golden's workload fingerprint: N whole requests,
+        or a steady-state window (its length is not part of it: the steady state's tok/s does
+        not depend on how long it is watched, only its precision does)."""
+        if self.window_s is None:
+            return {"requests_per_run": self.requests_per_run(concurrency)}
+        return {"measured_over": "steady-state window"}
 
     @property
     def speculative(self) -> bool:
@@ -414,10 +431,17 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
     )
     for key in ("runs", "output_len", "min_requests"):
         _check(where, key, f[key], _is_pos_int, "a positive integer")
+    _check(
+        where,
+        "window_s",
+        f["window_s"],
+        lambda v: v is None or (_is_number(v) and v > 0),
+        "a number of seconds > 0 (the steady-state window of each run), e.g. 20",
+    )
     _check(where, "warmup", f["warmup"], lambda v: isinstance(v, bool), "true or false")
     for key in ("ready_timeout_s", "request_timeout_s"):
         _check(where, key, f[key], lambda v: _is_number(v) and v > 0, "a number of seconds > 0")
-    for key in ("shutdown_timeout_s", "gpu_wait_s"):
+    for key in ("shutdown_timeout_s", "gpu_wait_s", "settle_s"):
         _check(where, key, f[key], lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
     for key in ("fail_margin", "warn_margin"):
         _check(
@@ -505,6 +529,8 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         runs=f["runs"],
         output_len=f["output_len"],
         min_requests=f["min_requests"],
+        window_s=float(f["window_s"]) if f["window_s"] is not None else None,
+        settle_s=float(f["settle_s"]),
         warmup=f["warmup"],
         ready_timeout_s=float(f["ready_timeout_s"]),
         shutdown_timeout_s=float(f["shutdown_timeout_s"]),

@@ -15,6 +15,13 @@ Definitions (peers use the same names for different things; these are ours):
   each request's final ``meta_info`` (run-scoped; never the server's lifetime average).
 - Validity: failed requests, short token counts, and the client checks of
   :func:`client_checks`. A run with any problem is INVALID, not a slower run.
+
+A run measured over a steady-state window (``window_s``, see
+:mod:`pytest_llmperf.load.loadgen`) keeps these definitions, with the window as the run's
+duration: ``output_tok_s`` is the server-reported tokens of the chunks that arrived inside the
+window ÷ its length; TTFT and ITL cover every request of the run (cancelled ones up to the
+cut); TPOT and accept length every request that finished; e2e and request tok/s the requests
+that finished at the full output length; the in-flight check is over the window.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ __all__ = [
     "tpot",
     "ttft",
     "weighted_percentile",
+    "window_tokens",
 ]
 
 #: The client kept fewer than this fraction of C requests in flight while it was sending…
@@ -63,6 +71,46 @@ def output_tok_s(records: Sequence[RequestRecord]) -> float:
     duration = run_duration(records)
     tokens = sum(r.completion_tokens or 0 for r in records if r.error is None)
     return tokens / duration if duration > 0 else 0.0
+
+
+def tokens_per_chunk(records: Sequence[RequestRecord]) -> float | None:
+    """Server-reported tokens per token-carrying chunk over the finished requests: how many
+    tokens a cancelled request's chunks carried when the server did not count them as it went
+    (an OpenAI server without ``continuous_usage_stats``, such as llama-server)."""
+    tokens = chunks = 0
+    for r in records:
+        if r.error is None and not r.cancelled and r.completion_tokens and r.chunk_times:
+            tokens += r.completion_tokens
+            chunks += len(r.chunk_times)
+    return tokens / chunks if chunks else None
+
+
+def window_tokens(
+    records: Sequence[RequestRecord], window: tuple[float, float]
+) -> tuple[float, bool]:
+    """Tokens of the chunks that arrived inside ``window``, and whether any were estimated
+    (a cancelled request's chunks on a server that counts only at the end)."""
+    opened, closed = window
+    per_chunk = tokens_per_chunk(records)
+    total = 0.0
+    estimated = False
+    for r in records:
+        if r.error is not None:
+            continue
+        for t, n in zip(r.chunk_times, r.chunk_tokens(per_chunk)):
+            if opened <= t < closed:
+                total += n
+                estimated = estimated or (r.completion_tokens is None and not r.counted_per_chunk)
+    return total, estimated
+
+
+def in_flight_in_window(records: Sequence[RequestRecord], window: tuple[float, float]) -> float:
+    """Mean requests in flight inside the window (Little's law over the window)."""
+    opened, closed = window
+    if closed <= opened:
+        return 0.0
+    busy = sum(max(0.0, min(r.end or closed, closed) - max(r.start, opened)) for r in records)
+    return busy / (closed - opened)
 
 
 def run_duration(records: Sequence[RequestRecord]) -> float:
@@ -169,6 +217,10 @@ class RunMetrics:
     loop_lag_s: dict[str, float]
     client_cpu_fraction: float
     problems: tuple[str, ...] = field(default=())
+    #: The steady-state window, for a run measured over one: when it opened (seconds after the
+    #: run's first request), its length, the tokens inside it, and the requests that finished
+    #: and that were cancelled at its close.
+    window: dict[str, Any] | None = None
 
     @property
     def valid(self) -> bool:
@@ -182,6 +234,8 @@ class RunMetrics:
 
 def summarize_run(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
     """All metrics of one run, with its validity problems (an empty tuple when valid)."""
+    if run.window is not None:
+        return _summarize_window(run, run.window, expected_tokens)
     records = run.records
     ok = [r for r in records if r.error is None]
     itl_values: list[float] = []
@@ -218,6 +272,79 @@ def summarize_run(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
     return RunMetrics(**{**metrics.__dict__, "problems": tuple(problems)})
 
 
+def _summarize_window(
+    run: RunRecords, window: tuple[float, float], expected_tokens: int | None
+) -> RunMetrics:
+    records = run.records
+    ok = [r for r in records if r.error is None]
+    finished = [r for r in ok if not r.cancelled]
+    full = [r for r in finished if r.requested is None or r.requested == expected_tokens]
+    per_chunk = tokens_per_chunk(records)
+    itl_values: list[float] = []
+    itl_weights: list[float] = []
+    for r in ok:
+        times, counts = r.chunk_times, r.chunk_tokens(per_chunk)
+        for k in range(1, len(times)):
+            if counts[k] > 0:
+                itl_values.append((times[k] - times[k - 1]) / counts[k])
+                itl_weights.append(counts[k])
+    tokens, estimated = window_tokens(records, window)
+    seconds = window[1] - window[0]
+    in_window = in_flight_in_window(records, window)
+    lag = distribution(run.loop_lag_s)
+    lag["max"] = max(run.loop_lag_s, default=math.nan)
+    first = min((r.start for r in records), default=window[0])
+    metrics = RunMetrics(
+        concurrency=run.concurrency,
+        requests=len(records),
+        failed_requests=len(records) - len(ok),
+        output_tokens=round(tokens),
+        duration_s=seconds,
+        output_tok_s=tokens / seconds if seconds > 0 else 0.0,
+        request_tok_s=distribution([t for t in map(request_tok_s, full) if t is not None]),
+        ttft_s=distribution([t for t in map(ttft, ok) if t is not None]),
+        itl_s=distribution(itl_values, itl_weights),
+        tpot_s=distribution([t for t in map(tpot, finished) if t is not None]),
+        e2e_s=distribution([r.e2e for r in full]),
+        accept_length=accept_length(finished),
+        achieved_concurrency=in_window,
+        in_flight_while_sending=in_window,
+        client_gap_s=client_gap(records, run.concurrency),
+        loop_lag_s=lag,
+        client_cpu_fraction=run.client_cpu_s / run.wall_s if run.wall_s > 0 else 0.0,
+        window={
+            "opened_s": window[0] - first,
+            "seconds": seconds,
+            "tokens": round(tokens),
+            "tokens_estimated": estimated,
+            "finished_requests": len(finished),
+            "cancelled_requests": len(ok) - len(finished),
+        },
+    )
+    problems = request_problems(records, expected_tokens) + client_checks(metrics)
+    if estimated:
+        problems += _estimate_problems(records)
+    return RunMetrics(**{**metrics.__dict__, "problems": tuple(problems)})
+
+
+def _estimate_problems(records: Sequence[RequestRecord]) -> list[str]:
+    """The estimate of a cancelled request's tokens holds only if every finished request
+    carried the same tokens per chunk (one per event, as llama-server streams)."""
+    ratios = {
+        r.completion_tokens / len(r.chunk_times)
+        for r in records
+        if r.error is None and not r.cancelled and r.completion_tokens and r.chunk_times
+    }
+    if len(ratios) <= 1:
+        return []
+    return [
+        "the server reports token counts only at the end of a stream and its chunks carry "
+        f"{min(ratios):.2f}-{max(ratios):.2f} tokens each, so the tokens of the requests cut at "
+        "the window's close are unknown: ask it for per-chunk usage (continuous_usage_stats), "
+        "or measure whole requests (no window_s)"
+    ]
+
+
 def request_problems(records: Sequence[RequestRecord], expected_tokens: int | None) -> list[str]:
     problems = []
     failed = [r for r in records if r.error is not None]
@@ -226,11 +353,18 @@ def request_problems(records: Sequence[RequestRecord], expected_tokens: int | No
         first = next((r for r in failed if not (r.error or "").startswith(ABANDONED)), failed[0])
         problems.append(f"{len(failed)} of {len(records)} requests failed; first: {first.error}")
     if expected_tokens is not None:
-        short = [r for r in records if r.error is None and r.completion_tokens != expected_tokens]
+        short = [
+            r
+            for r in records
+            if r.error is None
+            and not r.cancelled
+            and r.completion_tokens != (r.requested or expected_tokens)
+        ]
         if short:
+            asked = short[0].requested or expected_tokens
             problems.append(
                 f"{len(short)} of {len(records)} requests returned {short[0].completion_tokens} tokens instead of "
-                f"{expected_tokens}: the server must honour ignore_eos and max tokens for runs to be comparable"
+                f"{asked}: the server must honour ignore_eos and max tokens for runs to be comparable"
             )
     return problems
 

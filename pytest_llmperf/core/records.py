@@ -24,6 +24,11 @@ class RequestRecord:
     #: When the last chunk that carried tokens arrived (the stall watchdog's clock: bytes that
     #: carry no token, such as SSE keep-alive comments, are not progress).
     last_token: float = 0.0
+    #: The output length this request asked for (the staggered first wave asks for less).
+    requested: int | None = None
+    #: Cut off by the client when the run's measurement window closed: not an error, and it
+    #: has no final counts (its tokens so far are known from the chunks).
+    cancelled: bool = False
 
     @property
     def e2e(self) -> float:
@@ -33,14 +38,24 @@ class RequestRecord:
     def ttft(self) -> float | None:
         return self.chunk_times[0] - self.start if self.chunk_times else None
 
-    def chunk_tokens(self) -> list[float]:
-        """Tokens per chunk: exact from the server's running counts, else spread evenly."""
+    def chunk_tokens(self, per_chunk: float | None = None) -> list[float]:
+        """Tokens per chunk: exact from the server's running counts, else the server's final
+        count spread evenly, else (a request cancelled before its final count) ``per_chunk``."""
         cum = self.chunk_cumulative
         if cum and all(c is not None for c in cum):
             counts = [float(c) for c in cum if c is not None]
             return [c - p for c, p in zip(counts, [0.0, *counts[:-1]])]
+        if not cum:
+            return []
+        if self.completion_tokens is None and per_chunk is not None:
+            return [per_chunk] * len(cum)
         total = self.completion_tokens or 0
-        return [total / len(cum)] * len(cum) if cum else []
+        return [total / len(cum)] * len(cum)
+
+    @property
+    def counted_per_chunk(self) -> bool:
+        """Whether the server reported the running count with every chunk."""
+        return all(c is not None for c in self.chunk_cumulative)
 
 
 @dataclass
@@ -56,3 +71,6 @@ class RunRecords:
     aborted: str | None = None
     #: The warm-up, returned in place of the runs when it stalled (nothing was measured).
     warmup: bool = False
+    #: The steady-state measurement window (``perf_counter`` open, close), or None for a run
+    #: measured over its N whole requests.
+    window: tuple[float, float] | None = None

@@ -17,6 +17,12 @@ on demand)::
 
 The practical margin is what keeps ordinary launch-to-launch drift from failing night after
 night; the test keeps noise from failing a point that only looks slower.
+
+How many runs (see :func:`first_stage` and :func:`golden_is_precise`): a run costs GPU time, so
+the first stage is 2 runs when the golden's own spread says 2 already decide (the 99 % bound on
+an unchanged server's ratio lies within a third of the fail margin), else the profile's
+``runs``; a golden is recorded with at least RECORD_MIN_RUNS runs and stops there once it is
+that precise, else goes on to ``--perf-update-runs``.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ __all__ = [
     "Verdict",
     "decide",
     "describe",
+    "first_stage",
+    "golden_is_precise",
     "format_value",
     "signed_percent",
 ]
@@ -47,6 +55,44 @@ ALPHA = 0.01
 IMPROVE_MARGIN = 0.10
 #: Candidate runs per stage: a point that is UNCERTAIN gets more runs on the same server.
 STAGES = (3, 6, 10)
+#: The fewest runs a first stage may have, and a golden recording.
+MIN_STAGE = 2
+RECORD_MIN_RUNS = 5
+#: Two runs decide when the 99 % half-width of an unchanged server's ratio is at most this
+#: share of the fail margin: a collapse to the margin is then still several half-widths away.
+PRECISION_SHARE = 1 / 3
+
+
+def half_width(golden: Sequence[float], n_new: int, alpha: float = ALPHA) -> float:
+    """The expected one-sided (1 − α) half-width, on the log scale, of the pooled t-bound for
+    ``n_new`` candidate runs against ``golden``, taking the golden's spread as the runs' spread."""
+    import numpy as np
+    from scipy import stats
+
+    lg = np.log(np.asarray(golden, dtype=float))
+    n0 = len(lg)
+    if n0 < 2:
+        return math.inf
+    sd = float(lg.std(ddof=1))
+    return float(stats.t.ppf(1 - alpha, n0 + n_new - 2)) * sd * math.sqrt(1 / n_new + 1 / n0)
+
+
+def first_stage(golden: Sequence[float], fail_margin: float, runs: int) -> int:
+    """Runs to measure before the first verdict: MIN_STAGE when the golden (of at least
+    RECORD_MIN_RUNS runs) is precise enough that they decide, else ``runs``."""
+    if runs <= MIN_STAGE or len(golden) < RECORD_MIN_RUNS:
+        return runs
+    precise = half_width(golden, MIN_STAGE) <= PRECISION_SHARE * fail_margin
+    return MIN_STAGE if precise else runs
+
+
+def golden_is_precise(values: Sequence[float], fail_margin: float) -> bool:
+    """Whether a golden being recorded has enough runs: RECORD_MIN_RUNS, and precise enough
+    that a first stage of MIN_STAGE runs decides against it."""
+    return (
+        len(values) >= RECORD_MIN_RUNS
+        and half_width(values, MIN_STAGE) <= PRECISION_SHARE * fail_margin
+    )
 
 
 @dataclass(frozen=True)

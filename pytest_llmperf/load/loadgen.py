@@ -38,6 +38,7 @@ from pytest_llmperf.load.workload import Workload
 __all__ = [
     "Abort",
     "LevelPlan",
+    "Window",
     "closed_loop",
     "flush_cache",
     "measure_level",
@@ -118,14 +119,14 @@ async def send_one(
     except StreamError as exc:
         rec.error = str(exc)
     except asyncio.CancelledError:
-        if rec.error is None:  # not the watchdog: the run itself is being cancelled
+        if rec.error is None and not rec.cancelled:  # the run itself is being cancelled
             raise
         task = asyncio.current_task()
         if task is not None and hasattr(task, "uncancel"):
             task.uncancel()
     finally:
         rec.end = perf_counter()
-    if rec.error is None:
+    if rec.error is None and not rec.cancelled:
         try:
             stream.finish(rec)
         except StreamError as exc:
@@ -210,14 +211,26 @@ async def closed_loop(
     claim: Callable[[], int | None] | None = None,
     abort: Abort | None = None,
     progress: Progress | None = None,
+    window: Window | None = None,
+    requested: int | None = None,
 ) -> RunRecords:
-    """Run N requests with exactly ``concurrency`` in flight until the last ones drain.
+    """Run N requests with exactly ``concurrency`` in flight until the last ones drain, or,
+    with a ``window``, keep C in flight until its measurement window has closed.
 
     ``claim`` hands out request indices (None when all N are taken); worker processes share
     one, so together they keep C in flight until the very last request. A request that gets no
     token for ``stall_timeout_s`` (no response, or only bytes that carry none, such as SSE
     keep-alive comments) has stalled: the watchdog fails it, abandons the run's other requests
     and sets ``abort``, so no later request or run waits out the timeout again.
+
+    With a window, slot k's first request asks for (k + 1)/C of the output length, so the C
+    streams end at evenly spread times and every later request starts at its own phase: the
+    server sees the mix of a steady stream of users (some prefilling, most decoding) rather
+    than C requests that start and end together. The window opens when every slot's first
+    request has its first token (the initial prefills are past) and no earlier than
+    ``window.settle_s`` after the run began (after a run whose requests were cut, the server
+    may still be aborting them); it closes ``window.seconds`` later, and the requests still in
+    flight are cancelled (disconnected: SGLang aborts them).
     """
     abort = abort or Abort()
     if claim is None:
@@ -231,15 +244,43 @@ async def closed_loop(
     if abort.is_set():
         return RunRecords(concurrency, [], [], 0.0, 0.0, aborted=abort.reason or _ELSEWHERE)
 
+    first_wave: list[RequestRecord] = []
+    closed = False
+    opened_at: float | None = None
+
     async def worker(slot: int) -> None:
         task = asyncio.current_task()
         assert task is not None
-        while not abort.is_set() and (i := claim()) is not None:
+        first = window is not None
+        while not closed and not abort.is_set() and (i := claim()) is not None:
             rec = RequestRecord(i)
             records.append(rec)
             in_flight[slot] = (rec, task)
-            await send_one(transport, requests[i % len(requests)], api, rec)
+            if first and window is not None:
+                request, rec.requested = window.first_wave[slot % len(window.first_wave)]
+                first_wave.append(rec)
+                first = False
+            else:
+                request, rec.requested = requests[i % len(requests)], requested
+            await send_one(transport, request, api, rec)
         in_flight.pop(slot, None)
+
+    async def keep_window(w: Window, slots: int, started: float) -> None:
+        """Open the window once every slot's first request is streaming, close it w.seconds
+        later, and cancel what is still in flight."""
+        nonlocal closed, opened_at
+        while len(first_wave) < slots or not all(r.chunk_times or r.end for r in first_wave):
+            await asyncio.sleep(WINDOW_POLL_S)
+        opened_at = max(
+            started + w.settle_s,
+            *(r.chunk_times[0] if r.chunk_times else r.end for r in first_wave),
+        )
+        await asyncio.sleep(max(0.0, opened_at + w.seconds - perf_counter()))
+        closed = True
+        for rec, task in list(in_flight.values()):
+            if rec.end == 0.0 and rec.error is None:
+                rec.cancelled = True
+                task.cancel()
 
     def abandon(reason: str) -> None:
         for rec, task in list(in_flight.values()):
@@ -267,16 +308,22 @@ async def closed_loop(
                 abandon(f"{ABANDONED} another request of the run stalled")
 
     cpu0, wall0 = time.process_time(), perf_counter()
+    slots = min(concurrency, n_requests)
     loop = asyncio.get_running_loop()
     guards = [loop.create_task(watchdog())]
+    if window is not None:
+        guards.append(loop.create_task(keep_window(window, slots, wall0)))
     if progress is not None:
         guards.append(loop.create_task(_report(progress, records, wall0)))
     try:
         with _ClientMonitor() as monitor:
-            await asyncio.gather(*(worker(k) for k in range(min(concurrency, n_requests))))
+            await asyncio.gather(*(worker(k) for k in range(slots)))
     finally:
         for guard in guards:
             guard.cancel()
+    measured = None
+    if window is not None and closed and opened_at is not None:
+        measured = (opened_at, opened_at + window.seconds)
     return RunRecords(
         concurrency,
         records,
@@ -284,10 +331,29 @@ async def closed_loop(
         time.process_time() - cpu0,
         perf_counter() - wall0,
         aborted=(abort.reason or _ELSEWHERE) if abort.is_set() else None,
+        window=measured,
     )
 
 
 _ELSEWHERE = "a request in another load-generator process stalled"
+#: How often the window keeper looks whether every slot's first request is streaming.
+WINDOW_POLL_S = 0.005
+#: SGLang aborts a disconnected request 2 s after its client went away
+#: (``TokenizerManager.create_abort_task``): by default the next run's window opens no earlier
+#: than this after the run began, so requests cut at the last window's close are gone by then.
+SETTLE_S = 3.0
+
+
+@dataclass(frozen=True)
+class Window:
+    """A steady-state measurement window: its length, and each slot's first (staggered) request
+    with the output length it asks for."""
+
+    seconds: float
+    first_wave: list[tuple[httpx.Request, int]]
+    settle_s: float = SETTLE_S
+
+
 #: How often a run reports its progress (requests done and in flight, tokens so far).
 PROGRESS_INTERVAL_S = 1.0
 #: ``progress(done, in_flight, tokens, elapsed_s)``, called about once a second during a run.
@@ -317,6 +383,18 @@ class LevelPlan:
     n_requests: int
     runs: int
     warmup: bool = True
+    #: Measure a steady-state window of this many seconds per run instead of N whole requests.
+    window_s: float | None = None
+    #: How long after it began a run that follows a cut one opens its window (see SETTLE_S).
+    settle_s: float = SETTLE_S
+
+    @property
+    def request_limit(self) -> int:
+        """How many requests a run may send: N, or without limit until the window closes."""
+        return self.n_requests if self.window_s is None else UNLIMITED
+
+
+UNLIMITED = 1 << 62
 
 
 async def measure_level_async(
@@ -356,10 +434,20 @@ async def measure_level_async(
                 abort=abort,
             )  # fmt: skip
         measured = requests(workload.output_len)
+        window = None
+        if plan.window_s is not None:
+            window = Window(plan.window_s, settle_s=plan.settle_s, first_wave=[
+                (client.build_request("POST", workload.path, content=body, headers=_SSE_HEADERS), n)
+                for body, n in workload.staggered(plan.concurrency)
+            ])  # fmt: skip
         runs = []
         for k in range(1, plan.runs + 1):
             if before_run is not None:
                 await before_run(client)
+            run_window = window
+            if window is not None and k == 1 and plan.warmup:
+                # The warm-up's requests all finished: there is nothing to wait out.
+                run_window = replace(window, settle_s=0.0)
             with _old_objects_frozen():
                 runs.append(
                     await closed_loop(
@@ -367,11 +455,13 @@ async def measure_level_async(
                         workload.api,
                         measured,
                         plan.concurrency,
-                        plan.n_requests,
+                        plan.request_limit,
                         timeout_s,
                         claim,
                         abort,
                         progress(k) if progress is not None else None,
+                        run_window,
+                        workload.output_len,
                     )
                 )
         if warmup is not None and warmup.aborted and warmup.records:

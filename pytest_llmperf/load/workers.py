@@ -133,8 +133,22 @@ def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
     # The stalled request's own reason first, not a bystander's.
     aborted.sort(key=lambda reason: reason == _ELSEWHERE)
     # The CPU check is per core: report the busiest worker's share, scaled to the merged wall time.
+    # The window in which every worker's C_i streams were measured: the latest open, the
+    # earliest close (they start at one barrier, so the windows nearly coincide).
+    windows = [p.window for p in parts]
+    window = None
+    if windows and all(w is not None for w in windows):
+        opened = max(w[0] for w in windows if w is not None)
+        closed = min(w[1] for w in windows if w is not None)
+        window = (opened, closed) if closed > opened else None
     return RunRecords(
-        concurrency, records, lags, busiest * wall, wall, aborted=aborted[0] if aborted else None
+        concurrency,
+        records,
+        lags,
+        busiest * wall,
+        wall,
+        aborted=aborted[0] if aborted else None,
+        window=window,
     )
 
 
@@ -155,7 +169,7 @@ def _worker_main(
         before_run = functools.partial(
             _synchronized, barrier, counter, index == 0, between_runs, abort
         )
-        claim = functools.partial(_claim, counter, plan.n_requests)
+        claim = functools.partial(_claim, counter, plan.request_limit)
         runs = run_in_fresh_loop(
             measure_level_async(
                 base_url, workload, plan, before_run=before_run, claim=claim, abort=abort, **kwargs

@@ -30,33 +30,43 @@ class Workload:
 
     def bodies(self, output_len: int) -> list[bytes]:
         """Pre-encoded request bodies, one per prompt, built once per level."""
-        length = output_len
+        return [self._body(prompt, output_len) for prompt in self.prompts.prompts]
+
+    def staggered(self, concurrency: int) -> list[tuple[bytes, int]]:
+        """The first request of each of C slots, with its output length: slot k asks for
+        (k + 1)/C of ``output_len`` (at least one token), so the C first requests end at evenly
+        spread times and the slots' later requests run at evenly spread phases."""
+        prompts = self.prompts.prompts
         out = []
-        for prompt in self.prompts.prompts:
-            if self.api == "sglang":
-                body: dict[str, Any] = {
-                    "text": prompt,
-                    "stream": True,
-                    "sampling_params": {
-                        "max_new_tokens": length,
-                        "temperature": 0.0,
-                        "ignore_eos": True,
-                    },
-                }
-            else:
-                body = {
-                    "model": self.model,
-                    "prompt": prompt,
-                    "max_tokens": length,
+        for k in range(concurrency):
+            n = max(1, round(self.output_len * (k + 1) / concurrency))
+            out.append((self._body(prompts[k % len(prompts)], n), n))
+        return out
+
+    def _body(self, prompt: str, length: int) -> bytes:
+        if self.api == "sglang":
+            body: dict[str, Any] = {
+                "text": prompt,
+                "stream": True,
+                "sampling_params": {
+                    "max_new_tokens": length,
                     "temperature": 0.0,
                     "ignore_eos": True,
-                    "stream": True,
-                    "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-                }
-            body.update(self.extra_body)
-            body.update(self.report_body)
-            out.append(json.dumps(body, separators=(",", ":")).encode())
-        return out
+                },
+            }
+        else:
+            body = {
+                "model": self.model,
+                "prompt": prompt,
+                "max_tokens": length,
+                "temperature": 0.0,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            }
+        body.update(self.extra_body)
+        body.update(self.report_body)
+        return json.dumps(body, separators=(",", ":")).encode()
 
     def describe(self) -> dict[str, Any]:
         return {

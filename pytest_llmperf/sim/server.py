@@ -47,6 +47,10 @@ SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 READY_LINE = "The server is fired up and ready to roll!"
 #: The shortest time /health_generate answers 503 after the port is bound (the warmup).
 WARMUP_MIN_S = 0.3
+#: SGLang aborts a streaming request whose client went away 2 s later (the response's background
+#: task, ``TokenizerManager.create_abort_task``); until then it keeps decoding it, and so does the
+#: sim, on its own clock (÷ --sim-speed, like everything else it does).
+ABORT_DELAY_S = 2.0
 _JSON: dict[str, Any] = {"separators": (",", ":")}
 
 
@@ -619,6 +623,15 @@ class SimServer:
             }
         )
 
+    def _release(self, req: SimRequest) -> None:
+        """A stream ended: a request still generating lost its client, and is aborted
+        ABORT_DELAY_S later, as SGLang does; a finished or failed one is freed at once."""
+        if req.error is None and (req in self.engine.running or req in self.engine.waiting):
+            delay = ABORT_DELAY_S / self.args.sim_speed
+            asyncio.get_running_loop().call_later(delay, self.engine.cancel, req)
+        else:
+            self.engine.cancel(req)
+
     async def metrics(self, request: web.Request) -> web.Response:
         e = self.engine
         labels = f'{{model_name="{self.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0"}}'
@@ -677,7 +690,7 @@ class SimServer:
                 b"data: " + json.dumps({"error": {"message": str(exc)}}).encode() + b"\n\n"
             )
         finally:
-            self.engine.cancel(req)
+            self._release(req)
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
@@ -819,7 +832,7 @@ class SimServer:
                 + b"\n\n"
             )
         finally:
-            self.engine.cancel(req)
+            self._release(req)
         await resp.write(b"data: [DONE]\n\n")
         return resp
 

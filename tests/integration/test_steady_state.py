@@ -1,0 +1,104 @@
+"""The steady-state window against a server whose pacing is known exactly.
+
+The paced server writes one event of k tokens every ITL to every stream, including the first, so
+a stream yields k/ITL tok/s whatever its phase, and C streams C·k/ITL. The window counts the
+tokens of the chunks that arrive inside it, so its only error is the chunk cut at each edge.
+"""
+
+import pytest
+
+from pytest_llmperf.core import metrics
+from pytest_llmperf.load.loadgen import SETTLE_S, LevelPlan, measure_level
+from pytest_llmperf.load.workload import Workload
+from tests.helpers import start_paced
+
+ITL_MS = 10.0
+OUTPUT_LEN = 100
+WINDOW_S = 3.0
+
+
+@pytest.fixture(scope="module")
+def paced():
+    server = start_paced(ITL_MS)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def paced_3_token_chunks():
+    server = start_paced(ITL_MS, tokens_per_chunk=3)
+    yield server
+    server.stop()
+
+
+def _window_run(url, api, concurrency, output_len=OUTPUT_LEN):
+    run = measure_level(
+        url,
+        Workload(api=api, output_len=output_len),
+        LevelPlan(concurrency, 0, 1, window_s=WINDOW_S),
+    )[0]
+    return run, metrics.summarize_run(run, expected_tokens=output_len)
+
+
+@pytest.mark.parametrize("api", ["sglang", "openai"])
+@pytest.mark.parametrize("concurrency", [1, 4, 64])
+def test_window_output_tok_s_within_1_percent_of_truth(paced, api, concurrency):
+    truth = concurrency * 1000 / ITL_MS
+    run, m = _window_run(paced.url, api, concurrency)
+    assert m.valid, m.problems
+    assert m.output_tok_s == pytest.approx(truth, rel=0.01)
+    # The window is the run's duration, opened once every slot streamed.
+    assert m.duration_s == pytest.approx(WINDOW_S)
+    assert m.window is not None and m.window["opened_s"] >= ITL_MS / 1000
+    assert m.window["tokens"] == m.output_tokens
+    # C were in flight the whole window; the ones in flight at its close were cut, not failed.
+    assert m.in_flight_while_sending == pytest.approx(concurrency, rel=0.01)
+    assert m.window["cancelled_requests"] == concurrency
+    assert m.failed_requests == 0
+    assert sum(r.cancelled for r in run.records) == concurrency
+    # Latency keeps its definitions: first event after one ITL, one token per ITL.
+    assert m.ttft_s["p50"] == pytest.approx(ITL_MS / 1000, abs=0.004)
+    assert m.itl_s["p50"] == pytest.approx(ITL_MS / 1000, rel=0.1)
+    assert m.tpot_s["p50"] == pytest.approx(ITL_MS / 1000, rel=0.1)
+
+
+def test_first_wave_is_staggered_so_completions_spread_out(paced):
+    """Slot k's first request asks for (k + 1)/C of the output length: the first C requests
+    end at evenly spread times instead of all together."""
+    concurrency = 10
+    run, m = _window_run(paced.url, "sglang", concurrency)
+    assert m.valid, m.problems
+    first = sorted(run.records[:concurrency], key=lambda r: r.end)
+    assert [r.requested for r in first] == [OUTPUT_LEN * (k + 1) // concurrency for k in range(10)]
+    assert [r.completion_tokens for r in first] == [r.requested for r in first]
+    ends = [r.end - r.start for r in first]
+    gaps = [b - a for a, b in zip(ends, ends[1:])]
+    step = OUTPUT_LEN / concurrency * ITL_MS / 1000  # 0.1 s between completions
+    assert all(g == pytest.approx(step, abs=0.02) for g in gaps), gaps
+    # Only full-length requests count towards e2e: the staggered ones are shorter on purpose.
+    assert m.e2e_s["p50"] == pytest.approx(OUTPUT_LEN * ITL_MS / 1000, rel=0.05)
+
+
+@pytest.mark.parametrize("api", ["sglang", "openai"])
+def test_multi_token_chunks_are_counted_by_the_servers_counts(paced_3_token_chunks, api):
+    """Three tokens per event, as EAGLE streams: the window counts the server's counts, and the
+    per-token ITL is a third of the gap between events."""
+    run, m = _window_run(paced_3_token_chunks.url, api, 4, output_len=99)
+    assert m.valid, m.problems
+    assert m.output_tok_s == pytest.approx(4 * 3 * 1000 / ITL_MS, rel=0.02)
+    assert m.itl_s["p50"] == pytest.approx(ITL_MS / 1000 / 3, rel=0.1)
+    assert not m.window["tokens_estimated"]
+
+
+def test_a_run_after_a_cut_one_waits_for_the_servers_aborts(paced):
+    """SGLang aborts a disconnected request 2 s later: the window of a run that follows one whose
+    requests were cut opens SETTLE_S after it began; the first run (after the warm-up, whose
+    requests all finished) need not wait."""
+    runs = measure_level(
+        paced.url, Workload(api="sglang", output_len=OUTPUT_LEN), LevelPlan(4, 0, 2, window_s=1.0)
+    )
+    first, second = (metrics.summarize_run(r, OUTPUT_LEN) for r in runs)
+    assert first.valid and second.valid, (first.problems, second.problems)
+    assert first.window["opened_s"] < 0.5
+    assert second.window["opened_s"] >= SETTLE_S
+    assert second.output_tok_s == pytest.approx(first.output_tok_s, rel=0.02)
