@@ -1,16 +1,26 @@
 """Operating characteristics of the implemented verdict (pytest_llmperf.core.verdict), two ways.
 
-1. Monte-Carlo (default): golden = 10 runs from 2 server launches × 5; candidate = 3 runs from
-   one launch, extended 3 → 6 → 10 while UNCERTAIN, exactly as ``LLMPerf.check`` does. Runs are
-   log-normal with run-to-run CV 1/3/5 %; each launch is offset by a further N(0, 2 %) in the
-   drift scenario. Reports FAIL / WARN / inconclusive rates, mean runs used, and the false-FAIL
-   probability of a 16-point night (1 − (1 − p)^16).
+1. Monte-Carlo (default), with the plugin's own sizing rules: a golden is recorded on two server
+   launches, each with RECORD_MIN_RUNS runs topped up one at a time to RECORD_MAX_RUNS until
+   ``golden_is_precise`` (``--perf-update-runs auto``), and pooled; a candidate starts with ``first_stage`` runs (2
+   when the golden says two decide, else 3), extended 3 → 6 → 10 while UNCERTAIN, exactly as
+   ``LLMPerf.check`` does.
+
+   The noise model, per run of a steady-state window of W = 20 one-second slices:
+   - within a run, the slices' log tok/s follow an AR(1) process with lag-1 correlation 0.9
+     (throughput drifts smoothly, so a 20 s window holds about 1.05 effective samples per 2 s,
+     not 20); its stationary sd is set so that one run's mean has the CV of the row;
+   - between runs of one launch, the run means are themselves AR(1) with correlation 0.5 (a
+     server warms, fills its cache, throttles: consecutive runs are not independent);
+   - every launch is offset by N(0, 2 %) (the "+ launch drift" rows), the candidate's included.
+   Reports FAIL / WARN / inconclusive rates, mean candidate runs and golden runs, and the
+   false-FAIL probability of a 16-point night (1 − (1 − p)^16).
 
 2. ``--e2e K``: the plugin end to end on the simulated engine, in a scratch directory: record
-   goldens (2 launches × 5 runs, pooled) for sim-baseline and sim-eagle3 at C = 1, 10, 30; run
-   the suite K times unchanged (each run is its own pytest process and server launch) and count
-   false FAILs; then once with the engine 30 % slower (a hidden fault knob) and check that
-   every point FAILs.
+   goldens (2 launches, pooled) for sim-baseline and sim-eagle3 at C = 1, 10, 30 over
+   steady-state windows; run the suite K times unchanged (each run is its own pytest process and
+   server launch) and count false FAILs; then once with the engine 30 % slower (a hidden fault
+   knob) and check that every point FAILs.
 
     python benchmarks/verdict_power.py --trials 5000
     python benchmarks/verdict_power.py --trials 0 --e2e 20
@@ -32,51 +42,116 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_llmperf.core.verdict import STAGES, decide
+from pytest_llmperf.core.verdict import (
+    RECORD_MAX_RUNS,
+    RECORD_MIN_RUNS,
+    STAGES,
+    decide,
+    first_stage,
+    golden_is_precise,
+)
 
-CVS = (0.01, 0.03, 0.05)
-DROPS = (0.0, 0.10, 0.20, 0.30)
+CVS = (0.005, 0.01, 0.03, 0.05)
+DROPS = (0.0, 0.03, 0.10, 0.15, 0.20, 0.30)
 LAUNCH_DRIFT = 0.02
 MARGINS = {"fail_margin": 0.15, "warn_margin": 0.05}
+PROFILE_RUNS = 3
+WINDOW_SLICES = 20  # a 20 s window, in 1 s slices
+RHO_SLICES = 0.9  # lag-1 correlation of 1 s slices within a run
+RHO_RUNS = 0.5  # lag-1 correlation of consecutive runs' means within a launch
+
+
+def _ar1(rng: np.random.Generator, n: int, rho: float, sd: float) -> np.ndarray:
+    """n steps of a stationary AR(1) series with lag-1 correlation rho and marginal sd."""
+    from scipy.signal import lfilter
+
+    shocks = rng.normal(0.0, sd * math.sqrt(1 - rho * rho), n)
+    shocks[0] = rng.normal(0.0, sd)  # start in the stationary distribution
+    return lfilter([1.0], [1.0, -rho], shocks)
+
+
+def _mean_sd_factor(n: int, rho: float) -> float:
+    """sd of the mean of n AR(1) values with unit marginal sd."""
+    k = np.arange(1, n)
+    var = (n + 2 * np.sum((n - k) * rho**k)) / n**2
+    return float(math.sqrt(var))
+
+
+class Launch:
+    """One server launch: its offset, and its runs' log tok/s drawn one at a time."""
+
+    def __init__(self, rng: np.random.Generator, level: float, cv: float, drift: float) -> None:
+        self.rng, self.cv = rng, cv
+        self.offset = math.log(level) + (rng.normal(0.0, drift) if drift else 0.0)
+        # Split the run CV between the slow run-to-run component and the window's own noise.
+        self.slow_sd = cv / math.sqrt(2)
+        self.slice_sd = cv / math.sqrt(2) / _mean_sd_factor(WINDOW_SLICES, RHO_SLICES)
+        self.slow = rng.normal(0.0, self.slow_sd)
+
+    def run(self) -> float:
+        self.slow = RHO_RUNS * self.slow + self.rng.normal(
+            0.0, self.slow_sd * math.sqrt(1 - RHO_RUNS**2)
+        )
+        window = _ar1(self.rng, WINDOW_SLICES, RHO_SLICES, self.slice_sd)
+        return float(np.mean(np.exp(self.offset + self.slow + window)))
+
+
+def record(rng: np.random.Generator, cv: float, drift: float) -> list[float]:
+    """A golden as --perf-update records it, on two launches pooled (--perf-pool)."""
+    gold: list[float] = []
+    for _ in range(2):
+        launch = Launch(rng, 100.0, cv, drift)
+        runs = [launch.run() for _ in range(RECORD_MIN_RUNS)]
+        while len(runs) < RECORD_MAX_RUNS and not golden_is_precise(runs, MARGINS["fail_margin"]):
+            runs.append(launch.run())
+        gold += runs
+    return gold
 
 
 def one_point(
     rng: np.random.Generator, cv: float, drop: float, drift: float
-) -> tuple[str, bool, int]:
-    def launch(level: float, n: int) -> np.ndarray:
-        offset = rng.normal(0.0, drift) if drift else 0.0
-        return level * np.exp(offset + rng.normal(0.0, cv, n))
-
-    gold = np.concatenate([launch(100.0, 5), launch(100.0, 5)])
-    candidate_level = 100.0 * (1.0 - drop) * (math.exp(rng.normal(0.0, drift)) if drift else 1.0)
-    new = candidate_level * np.exp(rng.normal(0.0, cv, STAGES[-1]))
-    for n in STAGES:
-        v = decide(new[:n], gold, **MARGINS, last_stage=n == STAGES[-1])
+) -> tuple[str, bool, int, int]:
+    gold = record(rng, cv, drift)
+    launch = Launch(rng, 100.0 * (1.0 - drop), cv, drift)
+    new = [launch.run() for _ in range(first_stage(gold, MARGINS["fail_margin"], PROFILE_RUNS))]
+    while True:
+        last = len(new) >= STAGES[-1]
+        v = decide(new, gold, **MARGINS, last_stage=last)
         if v.name != "UNCERTAIN":
-            return v.name, v.inconclusive, n
-    raise AssertionError("the last stage always decides")
+            return v.name, v.inconclusive, len(new), len(gold)
+        target = next(n for n in STAGES if n > len(new))
+        new += [launch.run() for _ in range(target - len(new))]
 
 
 def monte_carlo(trials: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     print(
-        f"# Monte-Carlo, {trials} trials per cell; cells: FAIL % · WARN % · inconclusive % · mean runs"
+        f"# Monte-Carlo, {trials} trials per cell; cells: FAIL % · WARN % · inconclusive % · "
+        "mean candidate runs"
     )
     print(
-        "\n| noise | CV | "
+        f"# noise: {WINDOW_SLICES} s windows of 1 s slices, AR(1) rho {RHO_SLICES} within a run, "
+        f"rho {RHO_RUNS} between runs of a launch; launch drift N(0, {LAUNCH_DRIFT:.0%})"
+    )
+    print(
+        "\n| noise | run CV | golden runs | "
         + " | ".join(f"drop {d:.0%}" for d in DROPS)
         + " | false FAIL per 16-point night |"
     )
-    print("|---|---|" + "---|" * len(DROPS) + "---|")
-    for label, drift in (("iid", 0.0), (f"±{LAUNCH_DRIFT:.0%} launch drift", LAUNCH_DRIFT)):
+    print("|---|---|---|" + "---|" * len(DROPS) + "---|")
+    for label, drift in (
+        ("autocorrelated", 0.0),
+        (f"autocorrelated + {LAUNCH_DRIFT:.0%} launch drift", LAUNCH_DRIFT),
+    ):
         for cv in CVS:
-            cells, null_fail = [], 0.0
+            cells, null_fail, gold_runs = [], 0.0, 0
             for drop in DROPS:
                 counts = {"FAIL": 0, "WARN": 0, "inconclusive": 0}
                 runs = 0
                 for _ in range(trials):
-                    name, inconclusive, n = one_point(rng, cv, drop, drift)
+                    name, inconclusive, n, n0 = one_point(rng, cv, drop, drift)
                     runs += n
+                    gold_runs += n0
                     if inconclusive:
                         counts["inconclusive"] += 1
                     elif name in counts:
@@ -90,8 +165,11 @@ def monte_carlo(trials: int, seed: int) -> None:
                 )
             night = 1 - (1 - null_fail) ** 16
             bound = f" (< {1 - (1 - 1 / trials) ** 16:.2%})" if null_fail == 0 else ""
+            golden = gold_runs / (trials * len(DROPS))
             print(
-                f"| {label} | {cv:.0%} | " + " | ".join(cells) + f" | {night:.2%}{bound} |",
+                f"| {label} | {cv:.1%} | {golden:.1f} | "
+                + " | ".join(cells)
+                + f" | {night:.2%}{bound} |",
                 flush=True,
             )
 
@@ -112,6 +190,8 @@ def profiles(knob: str = "") -> str:
         args = ["--tp-size", "8", "--sim-speed", "10", "--sim-load-time", "0.2"{extra}]
         concurrency = [1, 10, 30]
         output_len = 64
+        window_s = 1.0
+        settle_s = 0.3
         ready_timeout_s = 60
         shutdown_timeout_s = 10
         [profiles.sim-eagle3]
@@ -151,10 +231,10 @@ def end_to_end(k: int) -> None:
         (project / "profiles.toml").write_text(profiles())
         (project / "test_perf.py").write_text(SUITE)
         started = time.monotonic()
-        pytest_run(project, "--perf-update", "--perf-update-runs", "5")
-        pytest_run(project, "--perf-update", "--perf-update-runs", "5", "--perf-pool")
+        pytest_run(project, "--perf-update")
+        pytest_run(project, "--perf-update", "--perf-pool")
         print(
-            f"\n# End to end on the simulated engine: goldens recorded (2 launches x 5 runs) in "
+            f"\n# End to end on the simulated engine: goldens recorded (2 launches, pooled) in "
             f"{time.monotonic() - started:.0f} s"
         )
         print(

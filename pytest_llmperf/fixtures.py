@@ -30,6 +30,7 @@ from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
 from pytest_llmperf.core.speculative import paired_ratios
 from pytest_llmperf.core.verdict import (
+    RECORD_MAX_RUNS,
     RECORD_MIN_RUNS,
     STAGES,
     Verdict,
@@ -231,8 +232,9 @@ class LLMPerfFixture:
         asked = runs
         runs = runs or profile.runs
         if self.session.settings.update:
-            # More follow in check() until the golden is precise (or --perf-update-runs).
-            runs = min(max(runs, RECORD_MIN_RUNS), self.session.settings.update_runs)
+            fixed = self.session.settings.update_runs
+            # auto: more follow in check() until the golden is precise.
+            runs = max(runs, fixed if fixed is not None else RECORD_MIN_RUNS)
         workload = self.workload(output_len)
         n_requests = profile.requests_per_run(concurrency)
         point = MeasuredPoint(
@@ -246,6 +248,7 @@ class LLMPerfFixture:
             workload={**workload.describe(), **profile.measured_over(concurrency)},
         )
         self.measured.append(point)
+        self._leave_plan(concurrency)
         if not profile.remeasure_of:  # never gated
             # A corrupt golden fails before the measurement, not after it.
             _, golden = _golden(self.session, point)
@@ -314,6 +317,26 @@ class LLMPerfFixture:
             )
         return [summarize_run(r, workload.output_len) for r in measured]
 
+    def _leave_plan(self, concurrency: int) -> None:
+        """This level's measurement starts: it is no longer part of what is left to do."""
+        planned = self.session.plan
+        mine = (self.profile.name, concurrency)
+        at = next((i for i, p in enumerate(planned) if (p.profile, p.concurrency) == mine), None)
+        if at is not None:
+            del planned[at]
+
+    def _session_left(self, run_left: float, run_total: float, runs_after: int) -> str:
+        """``, about 12 min in the session``: this run, this level's later runs, and every level
+        still planned (as the plan timed them; levels without a golden are not counted)."""
+        from pytest_llmperf.plan import duration
+
+        later = [p.seconds for p in self.session.plan]
+        timed = sum(s for s in later if s is not None)
+        untimed = sum(s is None for s in later)
+        total = run_left + runs_after * run_total + timed
+        more = f" + {untimed} untimed level(s)" if untimed else ""
+        return f", about {duration(total)} in the session{more}"
+
     def _more(self, point: Point, runs: int) -> LevelPlan:
         """The plan of ``runs`` more runs of ``point`` on the server as it is (no warm-up)."""
         from pytest_llmperf.load.loadgen import LevelPlan
@@ -337,17 +360,20 @@ class LLMPerfFixture:
 
         def of_run(k: int) -> Progress:
             def show(done: int, in_flight: int, tokens: int, elapsed: float) -> None:
+                remaining: float | None = None
+                of = f"/{plan.n_requests}"
                 if plan.window_s is not None:
                     # The window opens after the first prefills (and settle_s after a cut run).
                     settle = plan.settle_s if k > 1 or not plan.warmup else 0.0
                     remaining = max(0.0, settle + plan.window_s - elapsed)
-                    left = f", about {remaining:,.0f} s left in this run"
                     of = ""
                 elif done:
-                    left = f", about {elapsed / done * (plan.n_requests - done):,.0f} s left in this run"
-                    of = f"/{plan.n_requests}"
-                else:
-                    left, of = "", f"/{plan.n_requests}"
+                    remaining = elapsed / done * (plan.n_requests - done)
+                left = ""
+                if remaining is not None:
+                    left = f", about {remaining:,.0f} s left in this run" + self._session_left(
+                        remaining, elapsed + remaining, plan.runs - k
+                    )
                 line.tick(
                     f"{label}: run {k}/{plan.runs}, {done}{of} requests done, "
                     f"{in_flight} in flight, {tokens / elapsed:,.0f} tok/s{left}"
@@ -381,10 +407,11 @@ class LLMPerfFixture:
             return  # A/B/A: measured for the base's drift; the first measurement is the one gated
         m = margins(self.profile, self.marker, fail_margin=fail_margin, warn_margin=warn_margin)
         if self.session.settings.update:
-            limit = self.session.settings.update_runs
-            # Topped up only past measure()'s first RECORD_MIN_RUNS (fewer were asked for).
-            while RECORD_MIN_RUNS <= len(point.values) < limit and not golden_is_precise(
-                point.values, m.fail
+            # --perf-update-runs auto: topped up, a run at a time, until the golden is precise.
+            while (
+                self.session.settings.update_runs is None
+                and RECORD_MIN_RUNS <= len(point.values) < RECORD_MAX_RUNS
+                and not golden_is_precise(point.values, m.fail)
             ):
                 point.runs += self._runs(
                     self.workload(point.output_len), self._more(point, 1), point

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pytest_llmperf.core.verdict import RECORD_MIN_RUNS, first_stage
+from pytest_llmperf.core.verdict import RECORD_MAX_RUNS, RECORD_MIN_RUNS, first_stage
 from pytest_llmperf.golden.store import GoldenError, golden_path, load
 from pytest_llmperf.load.loadgen import WARMUP_OUTPUT_LEN
 from pytest_llmperf.profiles import Profile
@@ -53,10 +53,14 @@ def golden_runs(baseline_dir: Path, profile: Profile) -> dict[int, list[float]]:
 
 
 def levels(
-    points: Iterable[tuple[Profile, int]], baseline_dir: Path, recording_runs: int | None = None
+    points: Iterable[tuple[Profile, int]],
+    baseline_dir: Path,
+    *,
+    recording: bool = False,
+    update_runs: int | None = None,
 ) -> list[LevelPlan]:
     """One entry per (profile, level) the collected tests measure, in run order;
-    ``recording_runs``: --perf-update-runs when recording goldens."""
+    ``update_runs``: --perf-update-runs when recording (None: auto)."""
     goldens: dict[str, dict[int, list[float]]] = {}
     plans = []
     for profile, c in points:
@@ -64,8 +68,11 @@ def levels(
             source = profile.remeasure_of or profile.name  # an A/B/A copy runs like its base
             goldens[profile.name] = golden_runs(baseline_dir, _named(profile, source))
         gold = goldens[profile.name].get(c, [])
-        if recording_runs is not None:
-            runs = min(max(profile.runs, RECORD_MIN_RUNS), recording_runs)
+        up_to = None
+        if recording:
+            runs = max(profile.runs, update_runs or RECORD_MIN_RUNS)
+            if update_runs is None and runs < RECORD_MAX_RUNS:
+                up_to = RECORD_MAX_RUNS
         else:
             runs = first_stage(gold, profile.fail_margin, profile.runs)
         speed = sum(gold) / len(gold) if gold else None
@@ -79,7 +86,6 @@ def levels(
             tokens = round(speed * measured) if speed else 0
             requests = round(tokens / profile.output_len)
             seconds = measured + (runs - 1) * profile.settle_s + (warmup / speed if speed else 0.0)
-        up_to = recording_runs if recording_runs is not None and recording_runs > runs else None
         plans.append(LevelPlan(profile.name, c, runs, requests, tokens, seconds, up_to))
     return plans
 
@@ -98,7 +104,7 @@ def lines(plans: list[LevelPlan], *, recording: bool) -> list[str]:
         timed = [p.seconds for p in mine if p.seconds is not None]
         untimed += len(mine) - len(timed)
         total += sum(timed)
-        when = f"about {_duration(sum(timed))}" if timed else "not timed (no golden)"
+        when = f"about {duration(sum(timed))}" if timed else "not timed (no golden)"
         if timed and len(timed) < len(mine):
             when += f" + {len(mine) - len(timed)} level(s) with no golden"
         out.append(
@@ -109,9 +115,7 @@ def lines(plans: list[LevelPlan], *, recording: bool) -> list[str]:
             f"{when}"
         )
     note = f", plus {untimed} level(s) with no golden to time them" if untimed else ""
-    out.append(
-        f"  total: about {_duration(total)} of measurement{note} (server loads not included)"
-    )
+    out.append(f"  total: about {duration(total)} of measurement{note} (server loads not included)")
     return out
 
 
@@ -120,7 +124,8 @@ def _up_to(plans: list[LevelPlan]) -> str:
     return f" (up to {most} where the golden is not yet precise)" if most else ""
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """``40 s``, ``12 min``, ``2.5 h``."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:

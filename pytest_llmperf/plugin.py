@@ -177,10 +177,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not points:
         return
     settings = state.settings
-    recording = settings.update_runs if settings.update else None
-    for line in plan.lines(
-        plan.levels(points, settings.baseline_dir, recording), recording=settings.update
-    ):
+    state.plan = plan.levels(
+        points, settings.baseline_dir, recording=settings.update, update_runs=settings.update_runs
+    )
+    for line in plan.lines(state.plan, recording=settings.update):
         reporter.write_line(line)
 
 

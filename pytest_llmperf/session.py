@@ -26,6 +26,7 @@ from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_llmperf.engines.lifecycle import ServerHandle
+    from pytest_llmperf.plan import LevelPlan
 
 
 @dataclass
@@ -51,6 +52,9 @@ class LLMPerfSession:
     golden_errors: list[str] = field(default_factory=list)
     #: Outputs (goldens, JSON, reports) that could not be written at the end of the run.
     output_failures: list[str] = field(default_factory=list)
+    #: The levels still to be measured, in run order, as the plan timed them (the live line's
+    #: time left in the session); a level leaves it when its measurement starts.
+    plan: list[LevelPlan] = field(default_factory=list)
 
     def profile(self, name: str) -> Profile:
         return next(p for p in self.selected if p.name == name)

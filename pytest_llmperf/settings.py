@@ -96,9 +96,10 @@ OPTIONS = tuple(
         (
             "--perf-update-runs",
             "llmperf_update_runs",
-            "Runs per point when recording goldens (>= 10 recommended; 5 per launch with --perf-pool).",
+            "Runs per point when recording goldens: auto (5, and up to 10 until the golden is "
+            "precise enough for 2-run checks) or a fixed N.",
             "N",
-            "10",
+            "auto",
         ),
         (
             "--llm-run-dir",
@@ -202,7 +203,7 @@ class Settings:
     pool: bool = False
     accept_worse: str | None = None
     baseline_dir: Path = Path(_default("llmperf_baseline_dir"))
-    update_runs: int = int(_default("llmperf_update_runs"))
+    update_runs: int | None = None  # None: auto (see core/verdict.py, golden_is_precise)
     report_dir: Path | None = None
     benchmark_json: Path | None = None
     aba: bool = False  # --perf-aba: measure each speculative profile's base again after it
@@ -271,7 +272,7 @@ class Settings:
             pool=pool,
             accept_worse=accept_worse,
             baseline_dir=baseline_dir,
-            update_runs=_parse_positive("--perf-update-runs", value("llmperf_update_runs")[0]),
+            update_runs=_parse_runs("--perf-update-runs", value("llmperf_update_runs")[0]),
             plan_only=bool(plan_only),
             report_dir=path("llmperf_report"),
             benchmark_json=path("llmperf_benchmark_json"),
@@ -322,6 +323,14 @@ def _parse_fraction(option: str, raw: str | None) -> float:
             f"{option}: expected a fraction between 0 and 1 such as 0.05, got {raw!r}."
         )
     return fraction
+
+
+def _parse_runs(option: str, raw: str | None) -> int | None:
+    if raw == "auto":
+        return None
+    if raw is None or not raw.isdigit() or int(raw) < 1:
+        raise pytest.UsageError(f"{option}: {raw!r} is neither 'auto' nor a positive integer.")
+    return int(raw)
 
 
 def _parse_positive(option: str, raw: str | None) -> int:

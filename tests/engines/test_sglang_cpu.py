@@ -348,3 +348,49 @@ def test_a_server_killed_mid_run_fails_that_test_with_its_log_and_skips_the_rest
             "*The remaining tests of profile cpu are skipped.*",
         ]
     )
+
+
+def running_requests(url: str) -> int:
+    """The requests SGLang's scheduler is running and queuing now (0.5.23's ``/v1/loads``, read
+    from the scheduler's batch on each call; the /metrics gauge lags by a logging interval)."""
+    (load,) = httpx.get(url + "/v1/loads?include=core", timeout=10).json()["loads"]
+    return int(load["num_running_reqs"]) + int(load["num_waiting_reqs"])
+
+
+def test_steady_state_windows_cut_requests_that_sglang_then_aborts(pytester):
+    """The real SGLang is the oracle for the window's cut: requests still streaming when a window
+    closes are disconnected, and SGLang aborts them about 2 s later (its response's background
+    task), which the next window's settle_s waits out; the windows are valid measurements."""
+    from pytest_llmperf.core import metrics
+    from pytest_llmperf.load.loadgen import SETTLE_S, LevelPlan, measure_level
+    from pytest_llmperf.load.workload import Workload
+
+    project(pytester, concurrency="[4]")
+    profile = load_profiles(pytester.path / "profiles.toml").profiles["cpu"]
+    server = lifecycle.launch(profile, pytester.path / "server")
+    try:
+        lifecycle.wait_ready(server)
+        runs = measure_level(
+            server.base_url,
+            Workload(api="sglang", output_len=64),
+            LevelPlan(4, 0, 2, window_s=3.0),
+        )
+        cut_at = time.monotonic()
+        still_running = running_requests(server.base_url)
+        summaries = [metrics.summarize_run(r, 64) for r in runs]
+        for m in summaries:
+            assert m.valid, m.problems
+            assert m.window is not None and m.window["cancelled_requests"] == 4
+            assert m.in_flight_while_sending == pytest.approx(4, rel=0.02)
+            assert m.output_tok_s > 0
+        assert summaries[1].window["opened_s"] >= SETTLE_S
+        # Cut, not finished: SGLang still runs them, then aborts them within its 2 s (+ polling).
+        assert still_running > 0
+        while running_requests(server.base_url) > 0:
+            assert time.monotonic() - cut_at < 5.0, "SGLang kept running the cut requests"
+            time.sleep(0.1)
+        aborted_after = time.monotonic() - cut_at
+        print(f"SGLang aborted the cut requests {aborted_after:.1f} s after the window closed")
+        assert aborted_after <= SETTLE_S
+    finally:
+        lifecycle.stop(server)

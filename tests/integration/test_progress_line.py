@@ -59,6 +59,8 @@ def test_on_a_terminal_the_measurement_line_is_rewritten_in_place(pytester):
     assert {run for run, *_ in shown} == {"1", "2"}
     for _, done, total, in_flight in shown:
         assert int(total) == 40 and int(done) <= 40 and int(in_flight) <= 2
+    # Time left: in the run, and in the session (no golden yet: this level's runs only).
+    assert re.search(r"about \d+ s left in this run, about \d+ s in the session", out), out[-2000:]
     # Rewritten in place: the updates are separated by carriage returns, not new lines.
     assert out.count("\r") >= len(shown) - 1
     assert not re.search(r"requests done[^\r]*\n[^\r]*requests done", out)

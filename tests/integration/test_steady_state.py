@@ -10,7 +10,7 @@ import pytest
 from pytest_llmperf.core import metrics
 from pytest_llmperf.load.loadgen import SETTLE_S, LevelPlan, measure_level
 from pytest_llmperf.load.workload import Workload
-from tests.helpers import start_paced
+from tests.helpers import THROUGHPUT_SUITE, start_paced
 
 ITL_MS = 10.0
 OUTPUT_LEN = 100
@@ -102,3 +102,61 @@ def test_a_run_after_a_cut_one_waits_for_the_servers_aborts(paced):
     assert first.window["opened_s"] < 0.5
     assert second.window["opened_s"] >= SETTLE_S
     assert second.output_tok_s == pytest.approx(first.output_tok_s, rel=0.02)
+
+
+def windowed_profiles(pytester, multiplier: float | None = None) -> None:
+    fault = f', "--sim-throughput-multiplier", "{multiplier}"' if multiplier else ""
+    pytester.makefile(
+        ".toml",
+        profiles=f"""
+        [profiles.sim-window]
+        engine = "sim"
+        model = "sim/window"
+        args = ["--sim-speed", "20", "--sim-load-time", "0.1"{fault}]
+        concurrency = [1, 8]
+        output_len = 64
+        window_s = 0.5
+        settle_s = 0.2  # the sim aborts a cut request 2 s / 20 later
+        ready_timeout_s = 30
+        shutdown_timeout_s = 5
+        request_timeout_s = 10
+        """,
+    )
+
+
+def test_a_windowed_profile_records_few_precise_runs_then_gates_with_two(pytester):
+    """End to end as users run it: --perf-update stops at 5 runs when the golden is precise;
+    the check then starts with 2 runs, passes on the same engine and fails it 30 % slower; the
+    results JSON has every run's window."""
+    import json
+
+    windowed_profiles(pytester)
+    pytester.makeini(
+        "[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_profiles = sim-window\n"
+    )
+    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
+    record = pytester.runpytest_subprocess("--perf-update", "--perf-json", "rec.json")
+    record.assert_outcomes(passed=2)
+    recorded = json.loads((pytester.path / "rec.json").read_text())["points"]
+    for point in recorded:
+        assert len(point["values"]) == 5, point["values"]  # the sim's steady state is precise
+        for run in point["runs"]:
+            window = run["window"]
+            assert window["seconds"] == pytest.approx(0.5)
+            assert window["cancelled_requests"] == point["concurrency"]
+            assert run["duration_s"] == pytest.approx(0.5)
+    (golden,) = (pytester.path / "baselines" / "sim-window").glob("*.json")
+    entry = next(iter(json.loads(golden.read_text())["points"].values()))
+    assert entry["workload"]["measured_over"] == "steady-state window"
+
+    same = pytester.runpytest_subprocess("--perf-json", "out.json")
+    same.assert_outcomes(passed=2)
+    same.stdout.fnmatch_lines(["*sim-window: C = 1, 8; 2 runs per level*"])  # the plan
+    points = json.loads((pytester.path / "out.json").read_text())["points"]
+    assert [len(p["values"]) for p in points] == [2, 2]
+    assert {p["verdict"] for p in points} == {"PASS"}
+
+    windowed_profiles(pytester, multiplier=0.7)
+    slower = pytester.runpytest_subprocess()
+    slower.assert_outcomes(failed=2)
+    slower.stdout.fnmatch_lines(["*sim-window C=8: * tok/s vs golden * (\u2212*%*) \u2014 FAIL*"])

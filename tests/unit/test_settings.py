@@ -20,7 +20,7 @@ def test_defaults_come_from_the_option_table(pytester):
     assert got.profiles_file == pytester.path / defaults["llmperf_profiles_file"]
     assert got.baseline_dir == pytester.path / defaults["llmperf_baseline_dir"]
     assert got.run_dir_root == pytester.path / defaults["llmperf_run_dir"]
-    assert (got.transport, got.client_workers, got.update_runs) == ("aiohttp", 1, 10)
+    assert (got.transport, got.client_workers, got.update_runs) == ("aiohttp", 1, None)
     assert got.drift_margin == 0.05 and got.json_path is None and got.profile_names == ()
     assert Settings() == Settings(
         **{f: getattr(Settings(), f) for f in Settings.__dataclass_fields__}

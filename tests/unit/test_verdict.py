@@ -59,3 +59,24 @@ def test_message_says_what_by_how_much_and_the_margin():
     assert text.endswith(", n=3 vs 10) \u2014 FAIL, margin 15 %")
     assert signed_percent(0.052) == "+5.2" and signed_percent(-0.314) == "\u221231.4"
     assert not math.isnan(v.p_drop)
+
+
+def test_a_precise_golden_lets_two_runs_decide_a_noisy_one_keeps_the_profiles_runs():
+    from pytest_llmperf.core.verdict import first_stage, half_width
+
+    # 99 % half-width with 2 runs vs 10 at CV 0.6 %: t(0.99, 10) · 0.006 · √(1/2 + 1/10) ≈ 1.3 %.
+    assert half_width(GOLD, 2) == pytest.approx(0.013, abs=0.002)
+    assert first_stage(GOLD, 0.15, 3) == 2
+    noisy = [100.0, 80.0, 120.0, 90.0, 110.0, 100.0]  # CV ~14 %
+    assert first_stage(noisy, 0.15, 3) == 3
+    assert first_stage(GOLD[:4], 0.15, 3) == 3  # too few golden runs to trust its spread
+    assert first_stage(GOLD, 0.15, 5) == 2 and first_stage(GOLD, 0.15, 1) == 1
+
+
+def test_a_recording_stops_at_five_runs_once_precise_and_not_before():
+    from pytest_llmperf.core.verdict import golden_is_precise
+
+    assert not golden_is_precise(GOLD[:4], 0.15)  # precise, but fewer than RECORD_MIN_RUNS
+    assert golden_is_precise(GOLD[:5], 0.15)
+    assert not golden_is_precise([100.0, 90.0, 110.0, 95.0, 105.0], 0.15)  # CV ~8 %: go on
+    assert golden_is_precise([100.0, 90.0, 110.0, 95.0, 105.0], 0.70)  # unless the margin is wide
