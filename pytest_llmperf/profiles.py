@@ -128,7 +128,8 @@ class Profile:
     #: instead of N = max(min_requests, 4·C) whole requests. None: whole requests.
     window_s: float | None = None
     #: After a run whose requests were cut at its window's close, the next run's window opens no
-    #: earlier than this after the run began: SGLang aborts a disconnected request 2 s later.
+    #: earlier than this after the run began: SGLang 0.5.6 aborts a disconnected request 2 s
+    #: later (0.5.19+ at once).
     settle_s: float = 3.0
     warmup: bool = True
     ready_timeout_s: float = 1800.0

@@ -338,9 +338,10 @@ async def closed_loop(
 _ELSEWHERE = "a request in another load-generator process stalled"
 #: How often the window keeper looks whether every slot's first request is streaming.
 WINDOW_POLL_S = 0.005
-#: SGLang aborts a disconnected request 2 s after its client went away
-#: (``TokenizerManager.create_abort_task``): by default the next run's window opens no earlier
-#: than this after the run began, so requests cut at the last window's close are gone by then.
+#: SGLang 0.5.6 aborts a disconnected streaming request 2 s after its client went away (the
+#: response's background task, ``TokenizerManager.create_abort_task``; 0.5.19+ at once): by
+#: default the next run's window opens no earlier than this after the run began, so requests cut
+#: at the last window's close are gone by then.
 SETTLE_S = 3.0
 
 

@@ -47,9 +47,10 @@ SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 READY_LINE = "The server is fired up and ready to roll!"
 #: The shortest time /health_generate answers 503 after the port is bound (the warmup).
 WARMUP_MIN_S = 0.3
-#: SGLang aborts a streaming request whose client went away 2 s later (the response's background
-#: task, ``TokenizerManager.create_abort_task``); until then it keeps decoding it, and so does the
-#: sim, on its own clock (÷ --sim-speed, like everything else it does).
+#: SGLang 0.5.6 aborts a streaming request whose client went away only 2 s later (the response's
+#: background task, ``TokenizerManager.create_abort_task``) and keeps decoding it until then;
+#: 0.5.19+ abort it at once (``generate_request``'s ``except BaseException``). The sim keeps the
+#: older, less kind behaviour, on its own clock (÷ --sim-speed, like everything else it does).
 ABORT_DELAY_S = 2.0
 _JSON: dict[str, Any] = {"separators": (",", ":")}
 

@@ -160,7 +160,7 @@ def test_speedup_gate_fails_when_speculation_loses_its_benefit_though_both_figur
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "sim-spec vs sim-base C=1: 0.* vs golden 1.* (\u2212*%, p=*, n=3 vs 6) \u2014 FAIL, margin 15 %"
+            "sim-spec vs sim-base C=1: 0.* vs golden 1.* (\u2212*%, p=*, n=? vs 6) \u2014 FAIL, margin 15 %"
         ]
     )
     assert (
