@@ -9,10 +9,10 @@ warm-up, the runs, and any extra runs of an UNCERTAIN point); server loads are e
 - **old**: whole waves, as shipped before: N = max(16, 4·C) requests per run, 3 runs per level,
   goldens of 10 runs. Measuring the old design in full takes ~22 minutes here and recording its
   goldens ~72, so its cost is one measured run per level, scaled: measure = warm-up + 3 runs,
-  record = warm-up + 10 runs. Its verdicts are measured for real at C = 1, 10, 30 only (goldens
+  record = warm-up + 10 runs. Its verdicts are measured for real at C = 1, 10 only (goldens
   recorded over two launches, pooled), with the sizing rules of today's code.
-- **new**: a 2 s steady-state window per run (20 s on the node), 0.3 s settle (3 s), runs sized
-  by the golden: recorded for real over two launches (pooled) at all 8 levels, then measured on
+- **new**: a 1.5 s steady-state window per run (15 s on the node), 0.3 s settle (3 s), runs
+  sized by the golden: recorded for real over two launches (pooled) at all 8 levels, then measured on
   the unchanged engine and on the engine made 30 % slower (a hidden fault knob of the sim).
 
     python benchmarks/nightly_cost.py            # about 20 minutes here
@@ -33,7 +33,7 @@ from pathlib import Path
 
 SCALE = 10  # the sim runs 10x the node's speed: its seconds x 10 are the node's
 LEVELS = [1, 2, 5, 10, 30, 70, 100, 250]
-VERDICT_LEVELS_OLD = [1, 10, 30]
+VERDICT_LEVELS_OLD = [1, 10]
 
 SUITE = """
 def test_output_throughput(llmperf, llm_concurrency):
@@ -56,9 +56,9 @@ def pytest_sessionfinish(session):
 """
 
 
-def profiles(design: str, levels: list[int], multiplier: float | None = None) -> str:
+def profiles(design: str, levels: list[int], multiplier: float | None = None, runs: int = 3) -> str:
     fault = f', "--sim-throughput-multiplier", "{multiplier}"' if multiplier else ""
-    measure = "window_s = 2.0\nsettle_s = 0.3" if design == "new" else "min_requests = 16"
+    measure = "window_s = 1.5\nsettle_s = 0.3" if design == "new" else "min_requests = 16"
     return (
         textwrap.dedent(f"""
         [profiles.baseline]
@@ -72,7 +72,7 @@ def profiles(design: str, levels: list[int], multiplier: float | None = None) ->
         ]
         api = "sglang"
         concurrency = {levels}
-        runs = 3
+        runs = {runs}
         output_len = 512
         ready_timeout_s = 120
         shutdown_timeout_s = 10
@@ -107,10 +107,10 @@ def session(project: Path, *args: str) -> tuple[dict, float]:
     return json.loads(out.read_text()), sum(json.loads(calls.read_text()).values())
 
 
-def project_for(design: str, levels: list[int]) -> Path:
+def project_for(design: str, levels: list[int], runs: int = 3) -> Path:
     project = Path(tempfile.mkdtemp(prefix=f"nightly-{design}-"))
     (project / "pytest.ini").write_text("[pytest]\nllmperf_profiles_file = profiles.toml\n")
-    (project / "profiles.toml").write_text(profiles(design, levels))
+    (project / "profiles.toml").write_text(profiles(design, levels, runs=runs))
     (project / "test_perf.py").write_text(SUITE)
     (project / "conftest.py").write_text(CONFTEST)
     return project
@@ -130,42 +130,64 @@ def gpu_min(seconds: float) -> float:
     return seconds * SCALE / 60
 
 
+def old_min(seconds: float) -> str:
+    return f"{gpu_min(seconds):.0f}" if seconds else "- (--new-only)"
+
+
+def old_design(
+    projects: list[Path], started: float
+) -> tuple[float, float, dict[tuple[str, int], float], dict, dict]:
+    """The old design's cost (one whole-wave run per level, scaled) and its verdicts."""
+    # Old design, cost: one whole-wave run per level, scaled to 3 (measure) and 10 (record).
+    old = project_for("old", LEVELS, runs=1)
+    projects.append(old)
+    data, _ = session(old, "--perf-update", "--perf-update-runs", "1")
+    calls = json.loads((old / "calls.json").read_text())
+    old_measure = old_record = 0.0
+    whole_wave: dict[tuple[str, int], float] = {}
+    for point in data["points"]:
+        durations = [run["duration_s"] for run in point["runs"]]
+        call = next(
+            v
+            for k, v in calls.items()
+            if k.endswith(f"[{point['profile']}-C{point['concurrency']}]")
+        )
+        warmup = max(0.0, call - sum(durations))
+        run_s = sum(durations) / len(durations)
+        old_measure += warmup + 3 * run_s
+        old_record += warmup + 10 * run_s
+        whole_wave[(point["profile"], point["concurrency"])] = point["values"][0]
+    print(f"old design, one run per level: {time.monotonic() - started:.0f} s here", flush=True)
+
+    # Old design, verdicts at C = 1, 10.
+    old_v = project_for("old", VERDICT_LEVELS_OLD)
+    projects.append(old_v)
+    session(old_v, "--perf-update")
+    session(old_v, "--perf-update", "--perf-pool")
+    old_same, _ = session(old_v)
+    (old_v / "profiles.toml").write_text(profiles("old", VERDICT_LEVELS_OLD, 0.7))
+    old_slow, _ = session(old_v)
+    print(f"old design, verdicts: {time.monotonic() - started:.0f} s here", flush=True)
+
+    return old_measure, old_record, whole_wave, old_same, old_slow
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", action="store_true", help="keep the scratch projects")
+    parser.add_argument(
+        "--new-only", action="store_true", help="skip the old design (about 13 minutes here)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
-    projects = []
+    projects: list[Path] = []
+    old_measure = old_record = 0.0
+    whole_wave: dict[tuple[str, int], float] = {}
+    old_same: dict = {"points": []}
+    old_slow: dict = {"points": []}
     try:
-        # Old design, cost: one whole-wave run per level, scaled to 3 (measure) and 10 (record).
-        old = project_for("old", LEVELS)
-        projects.append(old)
-        data, _ = session(old, "--perf-update", "--perf-update-runs", "1")
-        calls = json.loads((old / "calls.json").read_text())
-        old_measure = old_record = 0.0
-        whole_wave: dict[tuple[str, int], float] = {}
-        for point in data["points"]:
-            run = point["runs"][0]
-            call = next(
-                v
-                for k, v in calls.items()
-                if k.endswith(f"[{point['profile']}-C{point['concurrency']}]")
-            )
-            warmup = max(0.0, call - run["duration_s"])
-            old_measure += warmup + 3 * run["duration_s"]
-            old_record += warmup + 10 * run["duration_s"]
-            whole_wave[(point["profile"], point["concurrency"])] = point["values"][0]
-        print(f"old design, one run per level: {time.monotonic() - started:.0f} s here", flush=True)
-
-        # Old design, verdicts at C = 1, 10, 30.
-        old_v = project_for("old", VERDICT_LEVELS_OLD)
-        projects.append(old_v)
-        session(old_v, "--perf-update")
-        session(old_v, "--perf-update", "--perf-pool")
-        old_same, _ = session(old_v)
-        (old_v / "profiles.toml").write_text(profiles("old", VERDICT_LEVELS_OLD, 0.7))
-        old_slow, _ = session(old_v)
-        print(f"old design, verdicts: {time.monotonic() - started:.0f} s here", flush=True)
+        if not args.new_only:
+            old_measure, old_record, whole_wave, old_same, old_slow = old_design(projects, started)
 
         # New design, in full.
         new = project_for("new", LEVELS)
@@ -182,16 +204,16 @@ def main() -> None:
              "new: steady-state windows, runs sized by the golden"),
             ("---", "---", "---"),
             ("GPU-minutes to measure (loads excluded)",
-             f"{gpu_min(old_measure):.0f} (1 run per level measured, x3)",
+             f"{old_min(old_measure)} (1 run per level measured, x3)",
              f"{gpu_min(new_measure):.1f}"),
             ("GPU-minutes to record goldens",
-             f"{gpu_min(old_record):.0f} (x10; one launch)",
+             f"{old_min(old_record)} (x10; one launch)",
              f"{gpu_min(record_a):.1f} + {gpu_min(record_b):.1f} (two launches, pooled)"),
             ("verdict, unchanged server",
-             f"{verdicts(old_same)} (C = 1, 10, 30); Δ {worst(old_same)}",
+             f"{verdicts(old_same)} (C = 1, 10); Δ {worst(old_same)}",
              f"{verdicts(new_same)}; Δ {worst(new_same)}"),
             ("verdict, 30 % collapse",
-             f"{verdicts(old_slow)} (C = 1, 10, 30); Δ {worst(old_slow)}",
+             f"{verdicts(old_slow)} (C = 1, 10); Δ {worst(old_slow)}",
              f"{verdicts(new_slow)}; Δ {worst(new_slow)}; {gpu_min(new_slow_s):.1f} GPU-min"),
         ]  # fmt: skip
         for row in rows:

@@ -1,15 +1,16 @@
 """Operating characteristics of the implemented verdict (pytest_llmperf.core.verdict), two ways.
 
-1. Monte-Carlo (default), with the plugin's own sizing rules: a golden is recorded on two server
-   launches, each with RECORD_MIN_RUNS runs topped up one at a time to RECORD_MAX_RUNS until
-   ``golden_is_precise`` (``--perf-update-runs auto``), and pooled; a candidate starts with ``first_stage`` runs (2
-   when the golden says two decide, else 3), extended 3 → 6 → 10 while UNCERTAIN, exactly as
-   ``LLMPerf.check`` does.
+1. Monte-Carlo (default), with the plugin's own sizing rules: a golden is recorded on one server
+   launch with RECORD_MIN_RUNS runs topped up one at a time to RECORD_MAX_RUNS until
+   ``golden_is_precise`` (``--perf-update-runs auto``), then pooled with a second launch's
+   MIN_STAGE runs, topped up while the pooled golden is not precise (``--perf-pool``); a
+   candidate starts with ``first_stage`` runs (2 when the golden says two decide, else 3),
+   extended 3 → 6 → 10 while UNCERTAIN, exactly as ``LLMPerf.check`` does.
 
-   The noise model, per run of a steady-state window of W = 20 one-second slices:
+   The noise model, per run of a steady-state window of W = 15 one-second slices:
    - within a run, the slices' log tok/s follow an AR(1) process with lag-1 correlation 0.9
-     (throughput drifts smoothly, so a 20 s window holds about 1.05 effective samples per 2 s,
-     not 20); its stationary sd is set so that one run's mean has the CV of the row;
+     (throughput drifts smoothly, so a 15 s window holds about 1.6 effective samples, not 15);
+     its stationary sd is set so that one run's mean has the CV of the row;
    - between runs of one launch, the run means are themselves AR(1) with correlation 0.5 (a
      server warms, fills its cache, throttles: consecutive runs are not independent);
    - every launch is offset by N(0, 2 %) (the "+ launch drift" rows), the candidate's included.
@@ -43,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_llmperf.core.verdict import (
+    MIN_STAGE,
     RECORD_MAX_RUNS,
     RECORD_MIN_RUNS,
     STAGES,
@@ -56,7 +58,7 @@ DROPS = (0.0, 0.03, 0.10, 0.15, 0.20, 0.30)
 LAUNCH_DRIFT = 0.02
 MARGINS = {"fail_margin": 0.15, "warn_margin": 0.05}
 PROFILE_RUNS = 3
-WINDOW_SLICES = 20  # a 20 s window, in 1 s slices
+WINDOW_SLICES = 15  # a 15 s window, in 1 s slices
 RHO_SLICES = 0.9  # lag-1 correlation of 1 s slices within a run
 RHO_RUNS = 0.5  # lag-1 correlation of consecutive runs' means within a launch
 
@@ -97,12 +99,15 @@ class Launch:
 
 
 def record(rng: np.random.Generator, cv: float, drift: float) -> list[float]:
-    """A golden as --perf-update records it, on two launches pooled (--perf-pool)."""
+    """A golden as --perf-update records it (launch 1: 5 runs, more until precise), then pooled
+    with a second launch (--perf-pool: 2 runs, more until the pooled golden is precise)."""
     gold: list[float] = []
-    for _ in range(2):
+    for first in (RECORD_MIN_RUNS, MIN_STAGE):
         launch = Launch(rng, 100.0, cv, drift)
-        runs = [launch.run() for _ in range(RECORD_MIN_RUNS)]
-        while len(runs) < RECORD_MAX_RUNS and not golden_is_precise(runs, MARGINS["fail_margin"]):
+        runs = [launch.run() for _ in range(first)]
+        while len(runs) < RECORD_MAX_RUNS and not golden_is_precise(
+            [*gold, *runs], MARGINS["fail_margin"]
+        ):
             runs.append(launch.run())
         gold += runs
     return gold
@@ -110,7 +115,8 @@ def record(rng: np.random.Generator, cv: float, drift: float) -> list[float]:
 
 def one_point(
     rng: np.random.Generator, cv: float, drop: float, drift: float
-) -> tuple[str, bool, int, int]:
+) -> tuple[str, bool, int, int, float]:
+    """One point's verdict, candidate runs, golden runs and final log ratio."""
     gold = record(rng, cv, drift)
     launch = Launch(rng, 100.0 * (1.0 - drop), cv, drift)
     new = [launch.run() for _ in range(first_stage(gold, MARGINS["fail_margin"], PROFILE_RUNS))]
@@ -118,58 +124,69 @@ def one_point(
         last = len(new) >= STAGES[-1]
         v = decide(new, gold, **MARGINS, last_stage=last)
         if v.name != "UNCERTAIN":
-            return v.name, v.inconclusive, len(new), len(gold)
+            return v.name, v.inconclusive, len(new), len(gold), math.log(v.ratio)
         target = next(n for n in STAGES if n > len(new))
         new += [launch.run() for _ in range(target - len(new))]
 
 
-def monte_carlo(trials: int, seed: int) -> None:
+def monte_carlo(trials: int, null_trials: int, seed: int) -> None:
+    from scipy.stats import norm
+
     rng = np.random.default_rng(seed)
     print(
-        f"# Monte-Carlo, {trials} trials per cell; cells: FAIL % · WARN % · inconclusive % · "
-        "mean candidate runs"
+        f"# Monte-Carlo, {trials} trials per cell ({null_trials} for drop 0 %); cells: FAIL % · "
+        "WARN % · inconclusive % · mean candidate runs"
     )
     print(
         f"# noise: {WINDOW_SLICES} s windows of 1 s slices, AR(1) rho {RHO_SLICES} within a run, "
         f"rho {RHO_RUNS} between runs of a launch; launch drift N(0, {LAUNCH_DRIFT:.0%})"
     )
     print(
+        "# false FAIL per 16-point night: counted, and (tail) from a normal fit to the unchanged "
+        "server's log ratios, P(ratio <= 1 - fail_margin), which every FAIL needs"
+    )
+    print(
         "\n| noise | run CV | golden runs | "
         + " | ".join(f"drop {d:.0%}" for d in DROPS)
-        + " | false FAIL per 16-point night |"
+        + " | false FAIL per 16-point night: counted · tail |"
     )
     print("|---|---|---|" + "---|" * len(DROPS) + "---|")
+    floor = math.log(1 - MARGINS["fail_margin"])
     for label, drift in (
         ("autocorrelated", 0.0),
         (f"autocorrelated + {LAUNCH_DRIFT:.0%} launch drift", LAUNCH_DRIFT),
     ):
         for cv in CVS:
-            cells, null_fail, gold_runs = [], 0.0, 0
+            cells, null_fail, gold_runs, tail = [], 0.0, [], 0.0
             for drop in DROPS:
+                n_trials = null_trials if drop == 0.0 else trials
                 counts = {"FAIL": 0, "WARN": 0, "inconclusive": 0}
                 runs = 0
-                for _ in range(trials):
-                    name, inconclusive, n, n0 = one_point(rng, cv, drop, drift)
+                logs = []
+                for _ in range(n_trials):
+                    name, inconclusive, n, n0, log_ratio = one_point(rng, cv, drop, drift)
                     runs += n
-                    gold_runs += n0
+                    gold_runs.append(n0)
+                    logs.append(log_ratio)
                     if inconclusive:
                         counts["inconclusive"] += 1
                     elif name in counts:
                         counts[name] += 1
-                rate = {k: 100.0 * v / trials for k, v in counts.items()}
+                rate = {k: 100.0 * v / n_trials for k, v in counts.items()}
                 if drop == 0.0:
-                    null_fail = counts["FAIL"] / trials
+                    null_fail = counts["FAIL"] / n_trials
+                    tail = float(norm.cdf(floor, loc=np.mean(logs), scale=np.std(logs)))
                 cells.append(
                     f"{rate['FAIL']:.2f} · {rate['WARN']:.1f} · {rate['inconclusive']:.1f} · "
-                    f"{runs / trials:.2f}"
+                    f"{runs / n_trials:.2f}"
                 )
             night = 1 - (1 - null_fail) ** 16
-            bound = f" (< {1 - (1 - 1 / trials) ** 16:.2%})" if null_fail == 0 else ""
-            golden = gold_runs / (trials * len(DROPS))
+            bound = f" (< {1 - (1 - 1 / null_trials) ** 16:.2%})" if null_fail == 0 else ""
+            tail_night = 1 - (1 - tail) ** 16
             print(
-                f"| {label} | {cv:.1%} | {golden:.1f} | "
+                f"| {label} | {cv:.1%} | {np.mean(gold_runs):.1f} | "
                 + " | ".join(cells)
-                + f" | {night:.2%}{bound} |",
+                + f" | {night:.2%}{bound} · {tail_night:.1e} |",
                 flush=True,
             )
 
@@ -270,11 +287,14 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument(
+        "--null-trials", type=int, default=0, help="trials of the unchanged server (4x --trials)"
+    )
+    parser.add_argument(
         "--e2e", type=int, default=0, metavar="K", help="unchanged end-to-end suite runs"
     )
     args = parser.parse_args()
     if args.trials:
-        monte_carlo(args.trials, args.seed)
+        monte_carlo(args.trials, args.null_trials or 4 * args.trials, args.seed)
     if args.e2e:
         end_to_end(args.e2e)
 

@@ -30,6 +30,7 @@ from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
 from pytest_llmperf.core.speculative import paired_ratios
 from pytest_llmperf.core.verdict import (
+    MIN_STAGE,
     RECORD_MAX_RUNS,
     RECORD_MIN_RUNS,
     STAGES,
@@ -251,11 +252,17 @@ class LLMPerfFixture:
         self._leave_plan(concurrency)
         if not profile.remeasure_of:  # never gated
             # A corrupt golden fails before the measurement, not after it.
-            _, golden = _golden(self.session, point)
-            entry = ((golden or {}).get("points") or {}).get(point.key)
-            if entry and asked is None and not self.session.settings.update:
-                gold = [r["value"] for r in entry.get("runs", [])]
+            _golden(self.session, point)
+            gold = self._golden_values(point)
+            settings = self.session.settings
+            if gold and asked is None and not settings.update:
                 runs = first_stage(gold, margins(profile, self.marker).fail, runs)
+            elif settings.update and settings.pool and settings.update_runs is None:
+                # Another launch for a golden that has its runs: this launch adds its offset
+                # (launch-to-launch drift), for which MIN_STAGE runs do; check() tops up only
+                # while the pooled golden is not precise.
+                if len(gold) >= RECORD_MIN_RUNS:
+                    runs = MIN_STAGE
         from pytest_llmperf.load.limits import ensure_open_files
 
         too_few = ensure_open_files(concurrency)
@@ -316,6 +323,12 @@ class LLMPerfFixture:
                 f"{len(raw) - len(measured)} of {len(raw)} runs were not made: the server stalled"
             )
         return [summarize_run(r, workload.output_len) for r in measured]
+
+    def _golden_values(self, point: Point) -> list[float]:
+        """The golden's recorded values of ``point`` ([] when it has none)."""
+        _, golden = _golden(self.session, point)
+        entry = ((golden or {}).get("points") or {}).get(point.key) or {}
+        return [r["value"] for r in entry.get("runs", [])]
 
     def _leave_plan(self, concurrency: int) -> None:
         """This level's measurement starts: it is no longer part of what is left to do."""
@@ -407,11 +420,14 @@ class LLMPerfFixture:
             return  # A/B/A: measured for the base's drift; the first measurement is the one gated
         m = margins(self.profile, self.marker, fail_margin=fail_margin, warn_margin=warn_margin)
         if self.session.settings.update:
-            # --perf-update-runs auto: topped up, a run at a time, until the golden is precise.
+            # --perf-update-runs auto: topped up, a run at a time, until the golden is precise
+            # (with --perf-pool: the golden as pooled with this launch's runs).
+            pooled = self._golden_values(point) if self.session.settings.pool else []
+            first = MIN_STAGE if len(pooled) >= RECORD_MIN_RUNS else RECORD_MIN_RUNS
             while (
                 self.session.settings.update_runs is None
-                and RECORD_MIN_RUNS <= len(point.values) < RECORD_MAX_RUNS
-                and not golden_is_precise(point.values, m.fail)
+                and first <= len(point.values) < RECORD_MAX_RUNS
+                and not golden_is_precise([*pooled, *point.values], m.fail)
             ):
                 point.runs += self._runs(
                     self.workload(point.output_len), self._more(point, 1), point

@@ -16,7 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pytest_llmperf.core.verdict import RECORD_MAX_RUNS, RECORD_MIN_RUNS, first_stage
+from pytest_llmperf.core.verdict import (
+    MIN_STAGE,
+    RECORD_MAX_RUNS,
+    RECORD_MIN_RUNS,
+    first_stage,
+)
 from pytest_llmperf.golden.store import GoldenError, golden_path, load
 from pytest_llmperf.load.loadgen import WARMUP_OUTPUT_LEN
 from pytest_llmperf.profiles import Profile
@@ -58,9 +63,10 @@ def levels(
     *,
     recording: bool = False,
     update_runs: int | None = None,
+    pool: bool = False,
 ) -> list[LevelPlan]:
     """One entry per (profile, level) the collected tests measure, in run order;
-    ``update_runs``: --perf-update-runs when recording (None: auto)."""
+    ``update_runs``: --perf-update-runs when recording (None: auto); ``pool``: --perf-pool."""
     goldens: dict[str, dict[int, list[float]]] = {}
     plans = []
     for profile, c in points:
@@ -71,6 +77,8 @@ def levels(
         up_to = None
         if recording:
             runs = max(profile.runs, update_runs or RECORD_MIN_RUNS)
+            if update_runs is None and pool and len(gold) >= RECORD_MIN_RUNS:
+                runs = MIN_STAGE  # another launch for a golden that has its runs
             if update_runs is None and runs < RECORD_MAX_RUNS:
                 up_to = RECORD_MAX_RUNS
         else:

@@ -178,7 +178,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     settings = state.settings
     state.plan = plan.levels(
-        points, settings.baseline_dir, recording=settings.update, update_runs=settings.update_runs
+        points,
+        settings.baseline_dir,
+        recording=settings.update,
+        update_runs=settings.update_runs,
+        pool=settings.pool,
     )
     for line in plan.lines(state.plan, recording=settings.update):
         reporter.write_line(line)

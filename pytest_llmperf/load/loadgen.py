@@ -269,7 +269,14 @@ async def closed_loop(
         """Open the window once every slot's first request is streaming, close it w.seconds
         later, and cancel what is still in flight."""
         nonlocal closed, opened_at
-        while len(first_wave) < slots or not all(r.chunk_times or r.end for r in first_wave):
+        streaming = 0  # first-wave requests known to stream: each is looked at until it does
+        while True:
+            while streaming < len(first_wave) and (
+                first_wave[streaming].chunk_times or first_wave[streaming].end
+            ):
+                streaming += 1
+            if streaming >= slots:
+                break
             await asyncio.sleep(WINDOW_POLL_S)
         opened_at = max(
             started + w.settle_s,
