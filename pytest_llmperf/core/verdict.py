@@ -56,7 +56,8 @@ ALPHA = 0.01
 IMPROVE_MARGIN = 0.10
 #: Candidate runs per stage: a point that is UNCERTAIN gets more runs on the same server.
 STAGES = (3, 6, 10)
-#: The fewest runs a first stage may have, and a golden recording.
+#: The first stage when the golden is precise enough, and a pooled launch's first runs; a
+#: recording starts with RECORD_MIN_RUNS and ends by RECORD_MAX_RUNS.
 MIN_STAGE = 2
 RECORD_MIN_RUNS = 5
 RECORD_MAX_RUNS = 10
