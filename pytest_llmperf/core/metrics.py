@@ -48,6 +48,7 @@ __all__ = [
     "request_tok_s",
     "run_duration",
     "summarize_run",
+    "tokens_per_chunk",
     "tpot",
     "ttft",
     "weighted_percentile",
