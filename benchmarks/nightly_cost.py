@@ -2,8 +2,8 @@
 
 The shape of the shipped ``baseline`` and ``eagle3`` profiles (8 levels, ``output_len`` 512, the
 same SGLang flags) runs on the simulated engine at 10x the seeds' speeds (``--sim-speed 10``:
-baseline 926 → 7,730 tok/s, EAGLE-3 961 → 3,540), and every duration is reported x10, so the
-figures are minutes of the 8-GPU node. EAGLE-3 runs with the shipped ``eagle3``'s flags (2 steps,
+baseline 922 → 7,720 tok/s), and every duration is reported x10, so the figures are minutes of
+the 8-GPU node. EAGLE-3 runs with the shipped ``eagle3``'s flags (2 steps,
 3 draft tokens), which run faster on the simulated engine than the seeds' EAGLE-3 (114 → 467 tok/s
 at node scale, against 93 → 348 with ``sim-eagle3``'s 3 steps and 4 draft tokens). A
 run's GPU time is the call phase of its tests (the warm-up, the runs, and any extra runs of an
