@@ -138,11 +138,12 @@ def request_tok_s(rec: RequestRecord) -> float | None:
     return rec.completion_tokens / rec.e2e
 
 
-def itl(rec: RequestRecord) -> tuple[list[float], list[float]]:
-    """Per-token inter-token latencies of one request, as (values, token weights)."""
+def itl(rec: RequestRecord, per_chunk: float | None = None) -> tuple[list[float], list[float]]:
+    """Per-token inter-token latencies of one request, as (values, token weights);
+    ``per_chunk``: the tokens of a cut request's chunks (see RequestRecord.chunk_tokens)."""
     values: list[float] = []
     weights: list[float] = []
-    times, tokens = rec.chunk_times, rec.chunk_tokens()
+    times, tokens = rec.chunk_times, rec.chunk_tokens(per_chunk)
     for k in range(1, len(times)):
         n = tokens[k]
         if n > 0:
@@ -284,11 +285,9 @@ def _summarize_window(
     itl_values: list[float] = []
     itl_weights: list[float] = []
     for r in ok:
-        times, counts = r.chunk_times, r.chunk_tokens(per_chunk)
-        for k in range(1, len(times)):
-            if counts[k] > 0:
-                itl_values.append((times[k] - times[k - 1]) / counts[k])
-                itl_weights.append(counts[k])
+        v, w = itl(r, per_chunk)
+        itl_values += v
+        itl_weights += w
     tokens, estimated = window_tokens(records, window)
     seconds = window[1] - window[0]
     in_window = in_flight_in_window(records, window)
