@@ -204,14 +204,21 @@ class LLMPerfFixture:
     progress: ProgressLine | None = None
 
     def workload(self, output_len: int | None = None) -> Workload:
+        """The profile's workload; ``output_len`` (a test's own) replaces its output lengths."""
         from pytest_llmperf.load.workload import Workload
 
+        profile = self.profile
         return Workload(
-            api=self.profile.api,
-            output_len=output_len or self.profile.output_len,
+            api=profile.api,
+            output_len=output_len or profile.output_len,
+            output_lengths=None if output_len else profile.output_lengths,
+            input=profile.input_len,
+            shared_prefix_len=profile.shared_prefix_len,
+            seed=profile.seed,
+            dataset=self.session.datasets.get(profile.name),
             model=served_model(self.server),
-            extra_body=self.profile.extra_body,
-            report_body=report_body(self.profile, self.server),
+            extra_body=profile.extra_body,
+            report_body=report_body(profile, self.server),
         )
 
     def measure(
@@ -314,13 +321,13 @@ class LLMPerfFixture:
             point.notes.append(
                 f"the server stalled during the warm-up, so none of the {plan.runs} runs was made"
             )
-            return [summarize_run(r, None) for r in raw]
+            return [summarize_run(r, None, self.profile.slo) for r in raw]
         measured = [r for r in raw if r.records]
         if len(measured) < len(raw):
             point.notes.append(
                 f"{len(raw) - len(measured)} of {len(raw)} runs were not made: the server stalled"
             )
-        return [summarize_run(r, workload.output_len) for r in measured]
+        return [summarize_run(r, workload.output_len, self.profile.slo) for r in measured]
 
     def _golden_values(self, point: Point) -> list[float]:
         """The golden's recorded values of ``point`` ([] when it has none)."""
@@ -394,19 +401,62 @@ class LLMPerfFixture:
 
         return of_run
 
+    def expect(self, point: MeasuredPoint, **limits: float) -> None:
+        """Fail the test unless the point meets absolute limits: ``expect(point, ttft_p99_s=2.0,
+        itl_p50_s=0.05)`` (a latency at most the limit, the mean over the runs) or
+        ``goodput_req_s=5`` (at least). Any figure of :data:`~pytest_llmperf.core.metrics.METRICS`."""
+        __tracebackhide__ = True
+        from pytest_llmperf.core.format import format_value
+        from pytest_llmperf.core.metrics import METRICS, lower_is_better
+
+        _fail_if_invalid(point, "INVALID, not a measurement of the server")
+        missed = []
+        for metric, limit in limits.items():
+            if metric not in METRICS:
+                raise pytest.UsageError(
+                    f"llmperf.expect: unknown figure {metric!r}; choose from {', '.join(METRICS)}"
+                )
+            twin = point if metric == point.metric else point.for_metric(metric)
+            measured = twin.summary.mean
+            lower = lower_is_better(metric)
+            if not (measured <= limit if lower else measured >= limit):
+                unit = twin.unit
+                over = measured - limit
+                missed.append(
+                    f"{metric} {format_value(measured, unit)} (mean of {len(twin.values)} runs) is "
+                    f"{'above' if lower else 'below'} the limit {format_value(limit, unit)} by "
+                    f"{format_value(abs(over), unit)} ({over / limit * 100:+.1f} %)"
+                )
+        if missed:
+            pytest.fail(f"{point.label}: misses its SLO:\n  " + "\n  ".join(missed), pytrace=False)
+
     def check(
         self,
         point: MeasuredPoint,
         *,
+        metric: str | None = None,
         fail_margin: float | None = None,
         warn_margin: float | None = None,
     ) -> None:
         """Fail the test unless the point is valid and holds against its golden baseline.
 
-        Margins default to the profile's, overridden by ``@pytest.mark.llmperf(fail_margin=…)``
-        on the test and then by the arguments here.
+        ``metric`` judges another figure of the same runs against its own golden, e.g.
+        ``ttft_p99_s`` (latencies: lower is better, a point fails when it is significantly
+        slower by more than the margin) or ``goodput_req_s``. Margins default to the profile's,
+        overridden by ``@pytest.mark.llmperf(fail_margin=…)`` on the test and then by the
+        arguments here.
         """
         __tracebackhide__ = True
+        if metric is not None and metric != point.metric:
+            from pytest_llmperf.core.metrics import METRICS
+
+            if metric not in METRICS:
+                raise pytest.UsageError(
+                    f"llmperf.check: unknown metric {metric!r}; choose from {', '.join(METRICS)}"
+                )
+            twin = point.for_metric(metric)
+            self.session.record(twin)
+            return self.check(twin, fail_margin=fail_margin, warn_margin=warn_margin)
         if point.problems:
             point.message = f"{point.label}: INVALID"
             pytest.fail(
@@ -449,6 +499,7 @@ class LLMPerfFixture:
                 fail_margin=m.fail,
                 warn_margin=m.warn,
                 last_stage=len(point.values) >= STAGES[-1],
+                lower_is_better=point.lower_is_better,
             )
 
         result = verdict()

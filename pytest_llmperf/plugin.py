@@ -60,8 +60,11 @@ def pytest_configure(config: pytest.Config) -> None:
         preflight.unresolved_secrets(selected)
         preflight.check_outputs(config, settings, selected)
         preflight.raise_open_files(selected)
+    datasets = preflight.load_datasets(selected)
     run_dir = settings.run_dir_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    config.stash[SESSION_KEY] = LLMPerfSession(settings, profiles, selected, run_dir)
+    config.stash[SESSION_KEY] = LLMPerfSession(
+        settings, profiles, selected, run_dir, datasets=datasets
+    )
     if selected and not settings.server_url:
         _warn_about_leftover_servers(config, settings)
         _stop_servers_on_sigterm(config)

@@ -7,6 +7,7 @@
   can be written, tried for real.
 - :func:`unresolved_secrets`: every ``${NAME}`` a selected profile takes from the environment,
   and its ``api_key_env``, is set.
+- :func:`load_datasets`: every selected profile's request file is read and checked line by line.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from pytest_llmperf.errors import ProfileError
 from pytest_llmperf.files import OutsideDirectoryError, check_writable, confined
+from pytest_llmperf.load.dataset import Dataset, DatasetError, load_dataset
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.settings import Settings
 
@@ -96,3 +98,27 @@ def unresolved_secrets(selected: list[Profile]) -> None:
             resolve(profile)
         except ProfileError as exc:
             raise pytest.UsageError(str(exc)) from None
+
+
+def load_datasets(selected: list[Profile]) -> dict[str, Dataset]:
+    """Each selected profile's dataset, read and checked now: a malformed line is a UsageError
+    that names the file, the line and the field, before any server starts."""
+    out: dict[str, Dataset] = {}
+    for profile in selected:
+        path = profile.dataset_path
+        if path is None:
+            continue
+        try:
+            dataset = load_dataset(path)
+        except DatasetError as exc:
+            raise pytest.UsageError(
+                f"{exc} (profile {profile.name!r} in {profile.source}, field 'dataset')"
+            ) from None
+        if profile.api == "chat" and dataset.has_ids:
+            raise pytest.UsageError(
+                f"dataset {path} has requests given as input_ids, which the chat API (messages of "
+                f"text) cannot send (profile {profile.name!r} in {profile.source}, field 'api'); "
+                'use api = "sglang" or "openai", or text prompts'
+            )
+        out[profile.name] = dataset
+    return out

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.core.metrics import SLO_KEYS
 from pytest_llmperf.errors import ProfileError
+from pytest_llmperf.load.lengths import Lengths, LengthsError, parse_lengths
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,7 +36,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 ENGINES = ("sglang", "sim", "llamacpp", "command")
-APIS = ("sglang", "openai")
+APIS = ("sglang", "openai", "chat")
 #: Placeholders a ``command`` (and a command profile's ``model``) may use; the launcher fills them in.
 COMMAND_PLACEHOLDERS = ("host", "port", "model", "python", "run_dir")
 #: Where each engine answers 200 once it can serve. SGLang's /health_generate runs a real
@@ -80,6 +82,11 @@ DEFAULTS: dict[str, Any] = {
     "concurrency": [1, 2, 5, 10, 30, 70, 100, 250],
     "runs": 3,
     "output_len": 512,
+    "input_len": None,
+    "shared_prefix_len": 0,
+    "dataset": None,
+    "seed": 0,
+    "slo": {},
     "min_requests": 16,
     "window_s": None,
     "settle_s": 3.0,
@@ -121,7 +128,20 @@ class Profile:
     api: str = "sglang"
     concurrency: tuple[int, ...] = (1, 2, 5, 10, 30, 70, 100, 250)
     runs: int = 3
+    #: Output tokens per request: the fixed length, or the mean of ``output_lengths``.
     output_len: int = 512
+    #: Output lengths drawn per request (seeded), when ``output_len`` is a distribution.
+    output_lengths: Lengths | None = None
+    #: Synthetic prompts of exactly these lengths in tokens, sent as token ids (None: text).
+    input_len: Lengths | None = None
+    #: Tokens at the start of every synthetic prompt that are the same for all requests.
+    shared_prefix_len: int = 0
+    #: A request file (JSONL or ShareGPT), relative to the profiles file.
+    dataset: str | None = None
+    #: Seeds the synthetic prompts and every length drawn from a distribution.
+    seed: int = 0
+    #: Per-request limits (``ttft_s``, ``itl_s``, ``tpot_s``, ``e2e_s``) for ``goodput_req_s``.
+    slo: Mapping[str, float] = field(default_factory=dict)
     min_requests: int = 16
     #: Measure each run over a steady-state window of this many seconds (staggered closed
     #: loop, window after the first prefills, in-flight requests cancelled at its close)
@@ -160,6 +180,14 @@ class Profile:
         if self.window_s is None:
             return {"requests_per_run": self.requests_per_run(concurrency)}
         return {"measured_over": "steady-state window"}
+
+    @property
+    def dataset_path(self) -> Path | None:
+        return Path(self.path_field(self.dataset)) if self.dataset else None
+
+    @property
+    def output_spec(self) -> Lengths:
+        return self.output_lengths or Lengths.fixed(self.output_len)
 
     @property
     def speculative(self) -> bool:
@@ -364,6 +392,9 @@ def _as_fields(profile: Profile) -> dict[str, Any]:
     fields["concurrency"] = list(profile.concurrency)
     fields["env"] = dict(profile.env)
     fields["extra_body"] = dict(profile.extra_body)
+    fields["output_len"] = profile.output_spec.describe()
+    fields["input_len"] = profile.input_len.describe() if profile.input_len else None
+    fields["slo"] = dict(profile.slo)
     fields["command"] = list(profile.command) if profile.command is not None else None
     return fields
 
@@ -430,8 +461,12 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         ),
         "a non-empty list of distinct positive integers, e.g. [1, 2, 5, 10]",
     )
-    for key in ("runs", "output_len", "min_requests"):
+    for key in ("runs", "min_requests"):
         _check(where, key, f[key], _is_pos_int, "a positive integer")
+    output = _lengths(where, "output_len", f["output_len"])
+    assert output is not None
+    input_len = _lengths(where, "input_len", f["input_len"])
+    _check_workload(where, f, input_len)
     _check(
         where,
         "window_s",
@@ -528,7 +563,13 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         api=f["api"],
         concurrency=tuple(f["concurrency"]),
         runs=f["runs"],
-        output_len=f["output_len"],
+        output_len=round(output.mean),
+        output_lengths=None if output.is_fixed else output,
+        input_len=input_len,
+        shared_prefix_len=f["shared_prefix_len"],
+        dataset=f["dataset"],
+        seed=f["seed"],
+        slo={k: float(v) for k, v in f["slo"].items()},
         min_requests=f["min_requests"],
         window_s=float(f["window_s"]) if f["window_s"] is not None else None,
         settle_s=float(f["settle_s"]),
@@ -543,6 +584,62 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         api_key_env=f["api_key_env"],
         extends=parent,
     )
+
+
+def _lengths(where: str, key: str, value: Any) -> Lengths | None:
+    if value is None and key == "input_len":
+        return None
+    try:
+        return parse_lengths(value)
+    except LengthsError as exc:
+        raise ProfileError(f"{where}, field {key!r}: {exc}.") from None
+
+
+def _check_workload(where: str, f: dict[str, Any], input_len: Lengths | None) -> None:
+    """The workload fields, each alone and together: one prompt source, what the API can send."""
+    prefix = f["shared_prefix_len"]
+    _check(where, "shared_prefix_len", prefix, lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    _check(where, "seed", f["seed"], _is_int, "an integer")
+    _check(
+        where,
+        "dataset",
+        f["dataset"],
+        lambda v: v is None or (isinstance(v, str) and v),
+        'a path to a JSONL or ShareGPT file, relative to this file, e.g. "data/requests.jsonl"',
+    )
+    slo = f["slo"]
+    _check(
+        where,
+        "slo",
+        slo,
+        lambda v: (
+            isinstance(v, dict)
+            and all(k in SLO_KEYS and _is_number(x) and x > 0 for k, x in v.items())
+        ),
+        f"a table of limits in seconds > 0 with keys {', '.join(SLO_KEYS)}, "
+        "e.g. { ttft_s = 2.0, itl_s = 0.05 }",
+    )
+    if input_len is not None and f["dataset"] is not None:
+        raise ProfileError(
+            f"{where}, fields 'input_len' and 'dataset': a request's prompt comes from one of "
+            "them; remove one."
+        )
+    if input_len is not None and f["api"] == "chat":
+        raise ProfileError(
+            f"{where}, field 'input_len': synthetic prompts are token ids, which the chat API "
+            '(messages of text) cannot take; use api = "sglang" or "openai", or a dataset.'
+        )
+    if prefix and input_len is None:
+        raise ProfileError(
+            f"{where}, field 'shared_prefix_len': applies to synthetic prompts; set input_len too."
+        )
+    if input_len is not None and prefix >= min(
+        input_len.values or (input_len.uniform[0],) if input_len.uniform else input_len.values
+    ):
+        raise ProfileError(
+            f"{where}, field 'shared_prefix_len': {prefix} leaves no token of its own to the "
+            "shortest prompt of input_len; make it smaller than every input length."
+        )
 
 
 def _check(where: str, key: str, value: Any, ok: Callable[[Any], Any], allowed: str) -> None:
@@ -563,6 +660,10 @@ def _str_list(where: str, key: str, value: Any) -> list[str]:
 
 def _is_pos_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_number(v: Any) -> bool:

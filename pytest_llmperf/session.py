@@ -26,6 +26,7 @@ from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_llmperf.engines.lifecycle import ServerHandle
+    from pytest_llmperf.load.dataset import Dataset
     from pytest_llmperf.plan import LevelPlan
 
 
@@ -55,6 +56,8 @@ class LLMPerfSession:
     #: The levels still to be measured, in run order, as the plan timed them (the live line's
     #: time left in the session); a level leaves it when its measurement starts.
     plan: list[LevelPlan] = field(default_factory=list)
+    #: The selected profiles' request files, read and checked at configure time.
+    datasets: dict[str, Dataset] = field(default_factory=dict)
 
     def profile(self, name: str) -> Profile:
         return next(p for p in self.selected if p.name == name)

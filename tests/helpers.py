@@ -70,10 +70,12 @@ def start_sim(*extra: str) -> Subprocess:
     return Subprocess(args, "/health_generate", port)
 
 
-def start_paced(itl_ms: float, tokens_per_chunk: int = 1) -> Subprocess:
+def start_paced(itl_ms: float, tokens_per_chunk: int = 1, *options: str) -> Subprocess:
     port = free_port("127.0.0.1")
     return Subprocess(
-        paced.command(port, itl_ms, "--tokens-per-chunk", str(tokens_per_chunk)), "/health", port
+        paced.command(port, itl_ms, "--tokens-per-chunk", str(tokens_per_chunk), *options),
+        "/health",
+        port,
     )
 
 

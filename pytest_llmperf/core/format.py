@@ -6,9 +6,14 @@ import math
 
 
 def format_value(value: float, unit: str, bare: bool = False) -> str:
-    """1234.5 tok/s → '1,234.5 tok/s'; a speedup 1.0312 → '1.031×' (``bare``: without the unit)."""
+    """1234.5 tok/s → '1,234.5 tok/s'; a speedup 1.0312 → '1.031×'; 0.4123 s → '412.3 ms'
+    (``bare``: without the unit)."""
     if unit == "x":
         return f"{value:.3f}×"
+    if unit == "s":  # latencies read best in milliseconds
+        return f"{value * 1e3:,.1f}" + ("" if bare else " ms")
+    if unit == "req/s":
+        return f"{value:,.2f}" + ("" if bare else " req/s")
     return f"{value:,.1f}" if bare else f"{value:,.1f} {unit}"
 
 

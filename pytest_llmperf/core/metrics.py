@@ -27,7 +27,7 @@ that finished at the full output length; the in-flight check is over the window.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -35,7 +35,14 @@ from pytest_llmperf.core.records import ABANDONED, RequestRecord, RunRecords
 from pytest_llmperf.core.stats import distribution, finite_or_none, weighted_percentile
 
 __all__ = [
+    "LATENCY_METRICS",
+    "METRICS",
+    "SLO_KEYS",
     "RunMetrics",
+    "figure",
+    "goodput",
+    "lower_is_better",
+    "meets_slo",
     "accept_length",
     "achieved_concurrency",
     "client_checks",
@@ -223,6 +230,12 @@ class RunMetrics:
     #: run's first request), its length, the tokens inside it, and the requests that finished
     #: and that were cancelled at its close.
     window: dict[str, Any] | None = None
+    #: Σ server-reported prompt tokens of the finished requests, and of those the tokens its
+    #: prefix cache served (None: the server did not say).
+    prompt_tokens: int = 0
+    cached_tokens: int | None = None
+    #: Requests per second that met every SLO of the profile (None: the profile has none).
+    goodput_req_s: float | None = None
 
     @property
     def valid(self) -> bool:
@@ -234,8 +247,24 @@ class RunMetrics:
         return finite_or_none(data)
 
 
-def summarize_run(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
-    """All metrics of one run, with its validity problems (an empty tuple when valid)."""
+def summarize_run(
+    run: RunRecords, expected_tokens: int | None, slo: Mapping[str, float] | None = None
+) -> RunMetrics:
+    """All metrics of one run, with its validity problems (an empty tuple when valid);
+    ``slo`` (e.g. ``{"ttft_s": 2.0}``) adds ``goodput_req_s``."""
+    metrics = _summarize(run, expected_tokens)
+    finished = [r for r in run.records if r.error is None and not r.cancelled]
+    cached = [r.cached_tokens for r in finished if r.cached_tokens is not None]
+    extra: dict[str, Any] = {
+        "prompt_tokens": sum(r.prompt_tokens or 0 for r in finished),
+        "cached_tokens": sum(cached) if cached else None,
+    }
+    if slo:
+        extra["goodput_req_s"] = goodput(run, slo)
+    return RunMetrics(**{**metrics.__dict__, **extra})
+
+
+def _summarize(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
     if run.window is not None:
         return _summarize_window(run, run.window, expected_tokens)
     records = run.records
@@ -280,7 +309,7 @@ def _summarize_window(
     records = run.records
     ok = [r for r in records if r.error is None]
     finished = [r for r in ok if not r.cancelled]
-    full = [r for r in finished if r.requested is None or r.requested == expected_tokens]
+    full = [r for r in finished if not r.staggered]
     per_chunk = tokens_per_chunk(records)
     itl_values: list[float] = []
     itl_weights: list[float] = []
@@ -352,6 +381,21 @@ def request_problems(records: Sequence[RequestRecord], expected_tokens: int | No
         # The cause, not a request abandoned because of it.
         first = next((r for r in failed if not (r.error or "").startswith(ABANDONED)), failed[0])
         problems.append(f"{len(failed)} of {len(records)} requests failed; first: {first.error}")
+    wrong_prompt = [
+        r
+        for r in records
+        if r.error is None
+        and r.sent_prompt_tokens is not None
+        and r.prompt_tokens is not None
+        and r.prompt_tokens != r.sent_prompt_tokens
+    ]
+    if wrong_prompt:
+        r = wrong_prompt[0]
+        problems.append(
+            f"{len(wrong_prompt)} of {len(records)} requests were reported with {r.prompt_tokens} "
+            f"prompt tokens for the {r.sent_prompt_tokens} token ids sent: the server changed the "
+            "prompt (e.g. added a BOS token), so the input length is not what was asked for"
+        )
     if expected_tokens is not None:
         short = [
             r
@@ -395,3 +439,62 @@ def client_checks(m: RunMetrics) -> list[str]:
             f"(limit {lag_limit * 1e3:.1f} ms); chunk timestamps are late by that much"
         )
     return problems
+
+
+#: SLO keys of a profile's ``slo`` table, each judged per request.
+SLO_KEYS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
+
+
+def meets_slo(rec: RequestRecord, slo: Mapping[str, float], per_chunk: float | None = None) -> bool:
+    """Whether one finished request met every limit: its TTFT, its 99th-percentile per-token
+    ITL (at most 1 % of its tokens later than ``itl_s``), its TPOT, its e2e latency."""
+    first = rec.ttft
+    if "ttft_s" in slo and (first is None or first > slo["ttft_s"]):
+        return False
+    if "itl_s" in slo:
+        values, weights = itl(rec, per_chunk)
+        if values and weighted_percentile(values, weights, 99) > slo["itl_s"]:
+            return False
+    if "tpot_s" in slo:
+        t = tpot(rec)
+        if t is not None and t > slo["tpot_s"]:
+            return False
+    return not ("e2e_s" in slo and rec.e2e > slo["e2e_s"])
+
+
+def goodput(run: RunRecords, slo: Mapping[str, float]) -> float:
+    """Requests per second that finished and met every SLO: over the run's duration, or over
+    its steady-state window (the requests that finished inside it)."""
+    finished = [r for r in run.records if r.error is None and not r.cancelled]
+    per_chunk = tokens_per_chunk(run.records)
+    if run.window is not None:
+        opened, closed = run.window
+        finished = [r for r in finished if opened <= r.end < closed]
+        seconds = closed - opened
+    else:
+        seconds = run_duration(run.records)
+    good = sum(meets_slo(r, slo, per_chunk) for r in finished)
+    return good / seconds if seconds > 0 else 0.0
+
+
+#: Latency figures a check can gate (lower is better): ``ttft_p99_s`` is a run's TTFT p99.
+LATENCY_METRICS = tuple(
+    f"{name}_{q}_s" for name in ("ttft", "itl", "tpot", "e2e") for q in ("p50", "p90", "p99")
+)
+#: Every per-run figure a check can gate, higher is better unless in LATENCY_METRICS.
+METRICS = ("output_tok_s", "request_tok_s", "goodput_req_s", *LATENCY_METRICS)
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric in LATENCY_METRICS
+
+
+def figure(run: RunMetrics, metric: str) -> float:
+    """One run's value of ``metric`` (NaN when the run has none, e.g. goodput without an SLO)."""
+    if metric == "request_tok_s":
+        return run.request_tok_s["mean"]
+    if metric in LATENCY_METRICS:
+        name, q, _ = metric.split("_")
+        return getattr(run, f"{name}_s")[q]
+    value = getattr(run, metric)
+    return math.nan if value is None else float(value)

@@ -8,14 +8,25 @@ the outcome, the golden they were compared with and the message that explains it
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_llmperf.core.metrics import RunMetrics
+from pytest_llmperf.core.metrics import RunMetrics, figure, lower_is_better
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.stats import Summary, finite_mean, finite_or_none
+
+
+def unit_of(metric: str) -> str:
+    if metric == "speedup":
+        return "x"
+    if metric.endswith("_req_s"):
+        return "req/s"
+    if lower_is_better(metric):
+        return "s"
+    return "tok/s"
 
 
 @dataclass(kw_only=True)
@@ -40,6 +51,9 @@ class Point:
     #: Soft fingerprint keys that differ from the golden's (versions, the server binary): never
     #: blocking, but the first thing to look at when a point fails.
     environment_changes: list[str] = field(default_factory=list)
+    #: For a second figure checked on the same runs (``check(point, metric=…)``): the metric
+    #: the point was measured for. Its golden entry is then its own.
+    gated_from: str | None = None
 
     @property
     def node(self) -> NodeId:
@@ -47,17 +61,25 @@ class Point:
 
     @property
     def key(self) -> str:
-        """The point's key in its golden file."""
-        return self.node.point_key(self.concurrency)
+        """The point's key in its golden file: ``…[C=70]``, and ``…[C=70] ttft_p99_s`` for a
+        gated figure other than throughput."""
+        key = self.node.point_key(self.concurrency)
+        return key if self.gated_from is None else f"{key} {self.metric}"
+
+    @property
+    def lower_is_better(self) -> bool:
+        return lower_is_better(self.metric)
 
     @property
     def label(self) -> str:
-        """How messages name the point: ``eagle3 C=70``."""
-        return f"{self.profile} C={self.concurrency}"
+        """How messages name the point: ``eagle3 C=70`` (``eagle3 C=70 ttft_p99_s`` for a
+        second figure checked on the same runs)."""
+        extra = f" {self.metric}" if self.gated_from is not None else ""
+        return f"{self.profile} C={self.concurrency}{extra}"
 
     @property
     def unit(self) -> str:
-        return "tok/s"
+        return unit_of(self.metric)
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -99,16 +121,28 @@ class MeasuredPoint(Point):
 
     @property
     def values(self) -> tuple[float, ...]:
-        if self.metric == "request_tok_s":
-            return tuple(r.request_tok_s["mean"] for r in self.runs)
-        return tuple(getattr(r, self.metric) for r in self.runs)
+        return tuple(figure(r, self.metric) for r in self.runs)
 
     @property
     def problems(self) -> list[str]:
         out: list[str] = list(self.notes)
         for k, run in enumerate(self.runs, start=1):
             out += [f"run {k}: {p}" for p in run.problems]
+            value = figure(run, self.metric)
+            if not run.problems and not (math.isfinite(value) and value > 0):
+                out.append(
+                    f"run {k}: {self.metric} is {value:g}, which cannot be compared on the log "
+                    "scale (no request met the SLO, or none had this figure)"
+                )
         return out
+
+    def for_metric(self, metric: str) -> MeasuredPoint:
+        """The same runs, judged on another figure (they share the run list: runs added for one
+        check count for every check of the point)."""
+        twin = replace(self, metric=metric, notes=self.notes, gated_from=self.metric)
+        twin.outcome = twin.golden = twin.ratio = twin.p_value = twin.message = None
+        twin.runs = self.runs
+        return twin
 
     def run_average(self, figure: Callable[[RunMetrics], float | None]) -> float:
         """The finite mean over the runs of one per-run figure, e.g. ``lambda r: r.ttft_s["p50"]``."""

@@ -26,6 +26,13 @@ class RequestRecord:
     last_token: float = 0.0
     #: The output length this request asked for (the staggered first wave asks for less).
     requested: int | None = None
+    #: A window's first request of its slot, asking for a share of its length on purpose.
+    staggered: bool = False
+    #: The prompt tokens sent as ids, which the server must report back (None: a text prompt).
+    sent_prompt_tokens: int | None = None
+    #: Prompt tokens the server took from its prefix cache, where it says
+    #: (SGLang's ``meta_info.cached_tokens``, OpenAI's ``usage.prompt_tokens_details``).
+    cached_tokens: int | None = None
     #: Cut off by the client when the run's measurement window closed: not an error, and it
     #: has no final counts (its tokens so far are known from the chunks).
     cancelled: bool = False

@@ -108,6 +108,18 @@ class Verdict:
     n_new: int
     n_golden: int
     inconclusive: bool = False
+    #: A latency: the ratio's direction is inverted (above 1 is worse), the p-values and the
+    #: bound are about being worse or better, as for throughput.
+    lower_is_better: bool = False
+
+    @property
+    def worse(self) -> bool:
+        return self.ratio > 1 if self.lower_is_better else self.ratio < 1
+
+    @property
+    def p(self) -> float:
+        """The p-value of the direction the point moved in."""
+        return self.p_drop if self.worse else self.p_gain
 
     @property
     def name(self) -> str:
@@ -131,27 +143,43 @@ def decide(
     improve_margin: float = IMPROVE_MARGIN,
     alpha: float = ALPHA,
     last_stage: bool = False,
+    lower_is_better: bool = False,
 ) -> Verdict:
-    """The verdict for candidate runs ``new`` against golden runs ``golden`` (both tok/s > 0)."""
+    """The verdict for candidate runs ``new`` against golden runs ``golden`` (all > 0).
+
+    ``lower_is_better`` (a latency): the same rule on the inverted figure, with the margins
+    read as the latency's rise: a fail margin of 15 % fails a point that is significantly more
+    than 15 % slower (ratio ≥ 1.15), and a latency at least 10 % down is IMPROVED."""
     import numpy as np  # lazily: importing the plugin must stay cheap
 
-    ln, lg = np.log(np.asarray(new, dtype=float)), np.log(np.asarray(golden, dtype=float))
+    sign = -1.0 if lower_is_better else 1.0
+    ln = sign * np.log(np.asarray(new, dtype=float))
+    lg = sign * np.log(np.asarray(golden, dtype=float))
     ratio = float(np.mean(new) / np.mean(golden))
+    # On "goodness" (above 1 is better) both directions share one rule.
+    good = 1.0 / ratio if lower_is_better else ratio
     p_drop, p_gain, lcb = _one_sided(ln, lg, alpha)
-    floor = 1.0 - fail_margin
+    if lower_is_better:
+        floor, warn_floor = 1.0 / (1.0 + fail_margin), 1.0 / (1.0 + warn_margin)
+        ceiling = 1.0 / (1.0 - improve_margin)
+    else:
+        floor, warn_floor, ceiling = 1.0 - fail_margin, 1.0 - warn_margin, 1.0 + improve_margin
 
     def verdict(outcome: Outcome, inconclusive: bool = False) -> Verdict:
-        return Verdict(outcome, ratio, p_drop, p_gain, lcb, len(new), len(golden), inconclusive)
+        return Verdict(
+            outcome, ratio, p_drop, p_gain, lcb, len(new), len(golden), inconclusive,
+            lower_is_better,
+        )  # fmt: skip
 
-    if ratio <= floor and p_drop < alpha:
+    if good <= floor and p_drop < alpha:
         return verdict(Outcome.FAIL)
     if lcb <= floor:
         if not last_stage:
             return verdict(Outcome.UNCERTAIN)
-        return verdict(Outcome.FAIL) if ratio <= floor else verdict(Outcome.WARN, inconclusive=True)
-    if ratio <= 1.0 - warn_margin and p_drop < alpha:
+        return verdict(Outcome.FAIL) if good <= floor else verdict(Outcome.WARN, inconclusive=True)
+    if good <= warn_floor and p_drop < alpha:
         return verdict(Outcome.WARN)
-    if ratio >= 1.0 + improve_margin and p_gain < alpha:
+    if good >= ceiling and p_gain < alpha:
         return verdict(Outcome.IMPROVED)
     return verdict(Outcome.PASS)
 
@@ -191,7 +219,7 @@ def describe(
     unit: str = "tok/s",
 ) -> str:
     """``eagle3 C=70: 241.3 tok/s vs golden 352.0 (−31.4 %, p=0.0004, n=3 vs 10) — FAIL, margin 15 %``"""
-    p = v.p_drop if v.ratio < 1 else v.p_gain
+    p = v.p
     extra = " (inconclusive after the last stage of runs)" if v.inconclusive else ""
     return (
         f"{label}: {format_value(metric_mean, unit)} vs golden {format_value(golden_mean, unit, bare=True)} "

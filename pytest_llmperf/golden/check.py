@@ -77,7 +77,7 @@ def conclude(
     point.outcome = verdict.outcome
     point.golden = {"mean": gold_mean, "n": len(entry["runs"]), "path": str(path)}
     point.ratio = verdict.ratio
-    point.p_value = verdict.p_drop if verdict.ratio < 1 else verdict.p_gain
+    point.p_value = verdict.p
     point.message = describe(
         point.label, point.summary.mean, gold_mean, verdict, fail_margin, unit=point.unit
     )
@@ -107,7 +107,8 @@ def pending(
     __tracebackhide__ = True
     if old is not None and not pool:
         ratio = point.summary.mean / old["summary"]["mean"]
-        if ratio < 1 - warn_margin and not accept_worse:
+        worse = ratio > 1 + warn_margin if point.lower_is_better else ratio < 1 - warn_margin
+        if worse and not accept_worse:
             point.outcome, point.ratio = Outcome.FAIL, ratio
             point.golden = {"mean": old["summary"]["mean"], "n": old["summary"]["n"]}
             point.message = (

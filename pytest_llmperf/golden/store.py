@@ -25,6 +25,7 @@ from typing import Any
 
 from pytest_llmperf.core.format import format_value
 from pytest_llmperf.core.nodeid import NodeId
+from pytest_llmperf.core.points import unit_of
 from pytest_llmperf.core.stats import Summary
 from pytest_llmperf.errors import LLMPerfError
 from pytest_llmperf.files import confined, write_json_atomic
@@ -193,9 +194,8 @@ def apply(
             if entry is not None and point.pool
             else ("replaced" if entry else "recorded")
         )
-        mean = format_value(
-            summary["mean"], "x" if point.metric == "speedup" else "tok/s", bare=True
-        )
+        unit = unit_of(point.metric)
+        mean = format_value(summary["mean"], unit, bare=unit != "s")  # latencies in ms
         notes.append(
             f"{pending.path}: {verb} {point.key}: {mean} ({point.metric}, n={summary['n']})"
         )

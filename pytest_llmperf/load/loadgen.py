@@ -204,7 +204,7 @@ class Abort:
 async def closed_loop(
     transport: httpx.AsyncBaseTransport,
     api: str,
-    requests: list[httpx.Request],
+    source: Source,
     concurrency: int,
     n_requests: int,
     stall_timeout_s: float = 600.0,
@@ -212,11 +212,12 @@ async def closed_loop(
     abort: Abort | None = None,
     progress: Progress | None = None,
     window: Window | None = None,
-    requested: int | None = None,
 ) -> RunRecords:
     """Run N requests with exactly ``concurrency`` in flight until the last ones drain, or,
     with a ``window``, keep C in flight until its measurement window has closed.
 
+    ``source(i, share)`` gives request i (its output length scaled by ``share``), the output
+    tokens it asks for and the prompt tokens the server must report (None: unknown).
     ``claim`` hands out request indices (None when all N are taken); worker processes share
     one, so together they keep C in flight until the very last request. A request that gets no
     token for ``stall_timeout_s`` (no response, or only bytes that carry none, such as SSE
@@ -256,12 +257,13 @@ async def closed_loop(
             rec = RequestRecord(i)
             records.append(rec)
             in_flight[slot] = (rec, task)
-            if first and window is not None:
-                request, rec.requested = window.first_wave[slot % len(window.first_wave)]
+            share = 1.0
+            if first:
+                share = (slot + 1) / slots
+                rec.staggered = share < 1.0
                 first_wave.append(rec)
                 first = False
-            else:
-                request, rec.requested = requests[i % len(requests)], requested
+            request, rec.requested, rec.sent_prompt_tokens = source(i, share)
             await send_one(transport, request, api, rec)
         in_flight.pop(slot, None)
 
@@ -354,12 +356,59 @@ SETTLE_S = 3.0
 
 @dataclass(frozen=True)
 class Window:
-    """A steady-state measurement window: its length, and each slot's first (staggered) request
-    with the output length it asks for."""
+    """A steady-state measurement window: its length, and how long after a run began it may
+    open (slot k's first request asks for (k + 1)/C of its output length)."""
 
     seconds: float
-    first_wave: list[tuple[httpx.Request, int]]
     settle_s: float = SETTLE_S
+
+
+#: ``source(i, share)``: request i as sent (its output length scaled by ``share``), the output
+#: tokens it asks for, and the prompt tokens the server must report (None: not known).
+Source = Callable[[int, float], tuple[httpx.Request, int, int | None]]
+
+
+def request_source(
+    client: httpx.AsyncClient,
+    workload: Workload,
+    run: int,
+    cap: int | None = None,
+    prebuild: int = 0,
+) -> Source:
+    """Run ``run``'s requests (0: the warm-up, whose lengths ``cap`` limits). A workload whose
+    requests repeat builds each distinct one once; one whose every request differs (synthetic
+    token ids: about 0.3 ms for 2,048 of them) builds the first ``prebuild`` before the run
+    starts, so that the client's time goes to the stream while it is measured, and any later
+    one when it is sent."""
+    period = workload.period
+    built: dict[int, tuple[httpx.Request, int, int | None]] = {}
+
+    def source(i: int, share: float = 1.0) -> tuple[httpx.Request, int, int | None]:
+        key = i % period if period is not None and share == 1.0 else None
+        if key is not None and key in built:
+            return built[key]
+        item = workload.item(i, run, share, cap)
+        request = client.build_request(
+            "POST", workload.path, content=item.body, headers=_SSE_HEADERS
+        )
+        sent = (request, item.output_len, item.prompt_tokens)
+        if key is not None:
+            built[key] = sent
+        return sent
+
+    if period is None:
+        ahead = {i: source(i) for i in range(prebuild)}
+
+        def prebuilt(i: int, share: float = 1.0) -> tuple[httpx.Request, int, int | None]:
+            sent = ahead.pop(i, None) if share == 1.0 else None
+            return sent if sent is not None else source(i, share)
+
+        return prebuilt
+    return source
+
+
+#: Requests built ahead of a windowed run, per unit of C (a run sends an unknown number).
+WINDOW_PREBUILD_PER_SLOT = 8
 
 
 #: How often a run reports its progress (requests done and in flight, tokens so far).
@@ -427,27 +476,20 @@ async def measure_level_async(
     abort = abort or Abort()
     sender = make_transport(transport, plan.concurrency)
     async with make_client(base_url, sender, headers) as client:
-
-        def requests(output_len: int) -> list[httpx.Request]:
-            return [
-                client.build_request("POST", workload.path, content=body, headers=_SSE_HEADERS)
-                for body in workload.bodies(output_len)
-            ]
-
         warmup = None
         if plan.warmup:
-            short = requests(min(workload.output_len, WARMUP_OUTPUT_LEN))
+            warmup_source = request_source(
+                client, workload, 0, WARMUP_OUTPUT_LEN, prebuild=plan.concurrency
+            )
             warmup = await closed_loop(
-                sender, workload.api, short, plan.concurrency, plan.concurrency, timeout_s,
+                sender, workload.api, warmup_source, plan.concurrency, plan.concurrency, timeout_s,
                 abort=abort,
             )  # fmt: skip
-        measured = requests(workload.output_len)
         window = None
+        prebuild = plan.n_requests
         if plan.window_s is not None:
-            window = Window(plan.window_s, settle_s=plan.settle_s, first_wave=[
-                (client.build_request("POST", workload.path, content=body, headers=_SSE_HEADERS), n)
-                for body, n in workload.staggered(plan.concurrency)
-            ])  # fmt: skip
+            window = Window(plan.window_s, settle_s=plan.settle_s)
+            prebuild = WINDOW_PREBUILD_PER_SLOT * plan.concurrency
         runs = []
         for k in range(1, plan.runs + 1):
             if before_run is not None:
@@ -461,7 +503,7 @@ async def measure_level_async(
                     await closed_loop(
                         sender,
                         workload.api,
-                        measured,
+                        request_source(client, workload, k, prebuild=prebuild),
                         plan.concurrency,
                         plan.request_limit,
                         timeout_s,
@@ -469,7 +511,6 @@ async def measure_level_async(
                         abort,
                         progress(k) if progress is not None else None,
                         run_window,
-                        workload.output_len,
                     )
                 )
         if warmup is not None and warmup.aborted and warmup.records:

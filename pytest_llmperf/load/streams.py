@@ -108,6 +108,7 @@ class NativeStream:
             )
         rec.completion_tokens = _count(meta, "completion_tokens", "meta_info", self.last)
         rec.prompt_tokens = _optional_count(meta.get("prompt_tokens"))
+        rec.cached_tokens = _optional_count(meta.get("cached_tokens"))
         rec.spec_verify_ct = _optional_count(meta.get("spec_verify_ct"))
         reason = meta.get("finish_reason")
         rec.finish_reason = reason.get("type") if isinstance(reason, dict) else reason
@@ -183,6 +184,9 @@ class OpenAIStream:
             self.usage, "completion_tokens", "usage", json.dumps(self.usage).encode()
         )
         rec.prompt_tokens = _optional_count(self.usage.get("prompt_tokens"))
+        prompt_details = self.usage.get("prompt_tokens_details")
+        if isinstance(prompt_details, dict):
+            rec.cached_tokens = _optional_count(prompt_details.get("cached_tokens"))
         rec.finish_reason = self.finish_reason
         details = (self.sglext or {}).get("spec_tokens_details") or {}
         rec.spec_verify_ct = _optional_count(details.get("spec_verify_ct"))

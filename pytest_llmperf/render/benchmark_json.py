@@ -41,7 +41,20 @@ def render(results: Results) -> dict[str, Any]:
     from pytest_benchmark.utils import get_commit_info
 
     benchmarks = []
+    # A figure checked besides throughput (ttft_p99_s) shares its point's runs: it goes into
+    # that point's extra_info, not into a benchmark of its own.
+    gated: dict[tuple[str, str, int], dict[str, Any]] = {}
     for point in results.points:
+        if point.gated_from is not None:
+            gated.setdefault((point.profile, point.test, point.concurrency), {})[point.metric] = {
+                "values": finite_or_none(list(point.values)),
+                "verdict": point.verdict_json,
+                "golden_mean": point.golden_mean,
+                "ratio": point.ratio,
+            }
+    for point in results.points:
+        if point.gated_from is not None:
+            continue
         if point.problems or not point.runs or any(r.output_tokens <= 0 for r in point.runs):
             continue  # INVALID: not a measurement of the server, so not a benchmark either
         stats = Stats()
@@ -73,6 +86,7 @@ def render(results: Results) -> dict[str, Any]:
                     "accept_length": finite_or_none(point.run_average(lambda r: r.accept_length)),
                     "ttft_p50_s": finite_or_none(point.run_average(lambda r: r.ttft_s["p50"])),
                     "itl_p50_s": finite_or_none(point.run_average(lambda r: r.itl_s["p50"])),
+                    "gated": gated.get((point.profile, point.test, point.concurrency), {}),
                 },
                 "options": {
                     "timer": "seconds per output token",

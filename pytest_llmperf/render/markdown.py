@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_llmperf.core.format import ms, signed_percent
+from pytest_llmperf.core.format import format_value, ms, signed_percent
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.results import Results
 from pytest_llmperf.render.terminal import counts_line, speedup_rows
@@ -34,23 +34,26 @@ def render(results: Results) -> str:
     for test in results.tests():
         rows = sorted(
             (p for p in results.points if p.node.without_params == test),
-            key=lambda p: (p.profile, p.concurrency),
+            key=lambda p: (p.profile, p.concurrency, p.gated_from or ""),
         )
         lines += [
             f"## {NodeId(test).short_name}",
             "",
-            "| profile | C | measured (mean ± sd, n) | golden | Δ % | TTFT p50 / p99 ms | ITL p50 ms | accept | "
-            "verdict |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| profile | C | figure | measured (mean ± sd, n) | golden | Δ % | TTFT p50 / p99 ms | "
+            "ITL p50 ms | accept | verdict |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
         ]
         for p in rows:
             s = p.summary
             golden = p.golden_mean
-            unit = "tok/s" if p.metric == "output_tok_s" else p.metric
+            unit = p.unit
             accept = p.run_average(lambda r: r.accept_length)
+            shown = "ms" if unit == "s" else unit
             lines.append(
-                f"| {p.profile} | {p.concurrency} | {s.mean:,.1f} ± {s.sd:,.1f} {unit} ({s.n}) | "
-                f"{'-' if golden is None else f'{golden:,.1f}'} | "
+                f"| {p.profile} | {p.concurrency} | {p.metric} | "
+                f"{format_value(s.mean, unit, bare=True)} ± {format_value(s.sd, unit, bare=True)} "
+                f"{shown} ({s.n}) | "
+                f"{'-' if golden is None else format_value(golden, unit, bare=True)} | "
                 f"{'-' if p.ratio is None else signed_percent(p.ratio - 1)} | "
                 f"{ms(p.run_average(lambda r: r.ttft_s['p50']))} / {ms(p.run_average(lambda r: r.ttft_s['p99']))} | "
                 f"{ms(p.run_average(lambda r: r.itl_s['p50']))} | "

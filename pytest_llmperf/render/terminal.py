@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pytest_llmperf.core.format import ms, signed_percent
+from pytest_llmperf.core.format import format_value, ms, signed_percent
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, Point
@@ -39,15 +39,23 @@ Line = tuple[str, str | None]  # text, colour
 
 
 def row(point: MeasuredPoint) -> tuple[str, ...]:
+    """One point's cells; a figure checked besides throughput (``ttft_p99_s``) is a row of its
+    own, named after the figure, in milliseconds."""
     s = point.summary
     accept = point.run_average(lambda r: r.accept_length)
     golden = point.golden_mean
+    unit = point.unit
+    test = point.node.short_name
+    if point.gated_from is not None:
+        test += f" {point.metric}" + (" (ms)" if unit == "s" else f" ({unit})")
     return (
         point.profile,
-        point.node.short_name,
+        test,
         str(point.concurrency),
-        f"{s.mean:,.1f} ± {s.sd:,.1f} ({s.n})" if math.isfinite(s.mean) else f"- ({s.n})",
-        "-" if golden is None else f"{golden:,.1f}",
+        f"{format_value(s.mean, unit, bare=True)} ± {format_value(s.sd, unit, bare=True)} ({s.n})"
+        if math.isfinite(s.mean)
+        else f"- ({s.n})",
+        "-" if golden is None else format_value(golden, unit, bare=True),
         "-" if point.ratio is None else signed_percent(point.ratio - 1),
         _number(point.run_average(lambda r: r.request_tok_s["mean"])),
         f"{ms(point.run_average(lambda r: r.ttft_s['p50']))} / {ms(point.run_average(lambda r: r.ttft_s['p99']))}",
@@ -63,7 +71,9 @@ def _number(value: float) -> str:
 
 def table_lines(points: Sequence[MeasuredPoint]) -> list[str]:
     """A fixed-width table, one row per point, ordered by profile, test and concurrency."""
-    ordered = sorted(points, key=lambda p: (p.profile, p.node.short_name, p.concurrency))
+    ordered = sorted(
+        points, key=lambda p: (p.profile, p.node.short_name, p.concurrency, p.gated_from or "")
+    )
     return _aligned([COLUMNS, *map(row, ordered)], right={2, 3, 4, 5, 6, 7, 8, 9}, rule=True)
 
 

@@ -31,6 +31,8 @@ class SimRequest:
     target_tokens: int  # max_new_tokens, or the natural EOS point without ignore_eos
     stopped_by_eos: bool
     received: float  # loop time
+    #: Prompt tokens found in the prefix cache: only the rest is prefilled.
+    cached_tokens: int = 0
     generated: int = 0
     verify_ct: int = 0
     accepted_drafts: int = 0
@@ -135,7 +137,7 @@ class Engine:
             while self.waiting and len(self.running) < self.max_running:
                 req = self.waiting.popleft()
                 self.running.append(req)
-                step_s += self.cost.prefill_s(req.prompt_tokens)
+                step_s += self.cost.prefill_s(req.prompt_tokens - req.cached_tokens)
             batch = len(self.running)
             if self.spec is None:
                 step_s += self.cost.decode_step_s(batch)

@@ -1,6 +1,7 @@
 """A streaming server whose pacing is known exactly, and that is never the bottleneck.
 
-``python -m pytest_llmperf.sim.paced --port P [--itl-ms 0] [--tokens-per-chunk 1] [--cpu 0]``
+``python -m pytest_llmperf.sim.paced --port P [--itl-ms 0] [--ttft-ms 0] [--prefill-us-per-token 0]
+[--tokens-per-chunk 1] [--cpu 0]``
 
 For checking clients, not servers: the accuracy tests and ``benchmarks/client_ceiling.py``.
 Serves SGLang's native ``POST /generate`` and OpenAI ``POST /v1/completions`` (plus
@@ -11,6 +12,9 @@ length, options) and cached, so a request costs one header parse and one ``write
 - ``--itl-ms 0`` (zero delay): the whole stream leaves in one write.
 - ``--itl-ms X``: event j (j = 1, 2, …) is written at arrival + j·X ms on an absolute
   timeline, so a request of L tokens lasts exactly ceil(L / tokens-per-chunk)·X ms.
+- ``--ttft-ms T --prefill-us-per-token U``: the first event waits T ms plus U µs per prompt
+  token more (a prompt of token ids counts its ids, a text prompt 8), so TTFT is known exactly:
+  T + U·n/1000 + X ms. Token ids are reported back as ``prompt_tokens``.
 
 The server notes, per request, when it arrived and when its first and last events were
 written (``time.perf_counter``: CLOCK_MONOTONIC, comparable across processes on one
@@ -46,8 +50,10 @@ def command(port: int, itl_ms: float, *options: str) -> list[str]:
     ]
 
 
-def _events(path: str, n: int, usage_each: bool, chat: bool, per_chunk: int) -> list[bytes]:
-    key = (path, n, usage_each, chat, per_chunk)
+def _events(
+    path: str, n: int, usage_each: bool, chat: bool, per_chunk: int, prompt: int = 8
+) -> list[bytes]:
+    key = (path, n, usage_each, chat, per_chunk, prompt)
     if key in _CACHE:
         return _CACHE[key]
     out = []
@@ -61,7 +67,7 @@ def _events(path: str, n: int, usage_each: bool, chat: bool, per_chunk: int) -> 
             meta: dict[str, Any] = {
                 "id": "bench",
                 "finish_reason": None,
-                "prompt_tokens": 8,
+                "prompt_tokens": prompt,
                 "completion_tokens": k,
                 "cached_tokens": 0,
             }
@@ -70,7 +76,7 @@ def _events(path: str, n: int, usage_each: bool, chat: bool, per_chunk: int) -> 
             obj: dict[str, Any] = {"text": text, "meta_info": meta}
         else:
             usage = (
-                {"prompt_tokens": 8, "completion_tokens": k, "total_tokens": 8 + k}
+                {"prompt_tokens": prompt, "completion_tokens": k, "total_tokens": prompt + k}
                 if usage_each
                 else None
             )
@@ -104,7 +110,7 @@ def _events(path: str, n: int, usage_each: bool, chat: bool, per_chunk: int) -> 
             "created": 0,
             "model": "bench",
             "choices": [],
-            "usage": {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n},
+            "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n},
         }
         out.append(b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n")
     out.append(b"data: [DONE]\n\n")
@@ -127,8 +133,17 @@ _HEAD = (
 
 
 class SSEProtocol(asyncio.Protocol):
-    def __init__(self, itl_s: float, per_chunk: int = 1, framing: str = "event") -> None:
+    def __init__(
+        self,
+        itl_s: float,
+        per_chunk: int = 1,
+        framing: str = "event",
+        ttft_s: float = 0.0,
+        prefill_s_per_token: float = 0.0,
+    ) -> None:
         self.itl_s = itl_s
+        self.ttft_s = ttft_s
+        self.prefill_s_per_token = prefill_s_per_token
         self.per_chunk = per_chunk
         self.framing = framing
         self.buf = b""
@@ -184,8 +199,11 @@ class SSEProtocol(asyncio.Protocol):
         else:
             n = int(req.get("max_completion_tokens") or req.get("max_tokens") or 16)
         usage_each = bool((req.get("stream_options") or {}).get("continuous_usage_stats"))
-        events = _events(path, n, usage_each, chat, self.per_chunk)
-        if self.itl_s <= 0:
+        ids = req.get("input_ids") if path == "/generate" else req.get("prompt")
+        prompt = len(ids) if isinstance(ids, list) and ids and isinstance(ids[0], int) else 8
+        events = _events(path, n, usage_each, chat, self.per_chunk, prompt)
+        first_s = self.ttft_s + self.prefill_s_per_token * prompt
+        if self.itl_s <= 0 and first_s <= 0:
             self.transport.write(
                 _HEAD + (_one_chunk(events) if self.framing == "stream" else b"".join(events))
             )
@@ -210,15 +228,27 @@ class SSEProtocol(asyncio.Protocol):
             if last:
                 STATS.append((arrived, first[0], perf_counter()))
             else:
-                loop.call_at(start + (k + 2) * self.itl_s, send, k + 1)
+                loop.call_at(start + first_s + (k + 2) * self.itl_s, send, k + 1)
 
-        loop.call_at(start + self.itl_s, send, 0)
+        loop.call_at(start + first_s + self.itl_s, send, 0)
 
 
-async def serve(port: int, itl_ms: float, per_chunk: int = 1, framing: str = "event") -> None:
+async def serve(
+    port: int,
+    itl_ms: float,
+    per_chunk: int = 1,
+    framing: str = "event",
+    ttft_ms: float = 0.0,
+    prefill_us_per_token: float = 0.0,
+) -> None:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: SSEProtocol(itl_ms / 1000.0, per_chunk, framing), "127.0.0.1", port, backlog=4096
+        lambda: SSEProtocol(
+            itl_ms / 1000.0, per_chunk, framing, ttft_ms / 1000.0, prefill_us_per_token / 1e6
+        ),
+        "127.0.0.1",
+        port,
+        backlog=4096,
     )
     print(f"ready on 127.0.0.1:{port}", flush=True)
     async with server:
@@ -240,11 +270,29 @@ def main() -> None:
         default="event",
         help="HTTP chunk per SSE event (as uvicorn sends), or one per zero-delay stream",
     )
+    parser.add_argument(
+        "--ttft-ms", type=float, default=0.0, help="fixed wait before the first event"
+    )
+    parser.add_argument(
+        "--prefill-us-per-token",
+        type=float,
+        default=0.0,
+        help="more wait before the first event per prompt token",
+    )
     parser.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    asyncio.run(serve(args.port, args.itl_ms, args.tokens_per_chunk, args.framing))
+    asyncio.run(
+        serve(
+            args.port,
+            args.itl_ms,
+            args.tokens_per_chunk,
+            args.framing,
+            args.ttft_ms,
+            args.prefill_us_per_token,
+        )
+    )
 
 
 if __name__ == "__main__":

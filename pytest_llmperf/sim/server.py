@@ -24,7 +24,7 @@ import time
 import uuid
 import zlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -39,6 +39,7 @@ from pytest_llmperf.sim.model import (
     CostModel,
     Speculation,
 )
+from pytest_llmperf.sim.prefix_cache import PrefixCache
 
 log = logging.getLogger("sglang.sim")
 #: The schedulers' logger: SGLang prefixes each TP rank's lines with ``TPn``.
@@ -292,6 +293,7 @@ class SimServer:
             decode_log_interval=args.decode_log_interval,
         )
         self.engine.on_crash = self._crash
+        self.prefix_cache = PrefixCache()
         self.up = False
         self.started = time.time()
 
@@ -421,15 +423,24 @@ class SimServer:
     # ----- generation helpers ----------------------------------------------------------
 
     def _new_request(
-        self, prompt: str, sampling: dict[str, Any], internal: bool = False
+        self, given: str | list[int], sampling: dict[str, Any], internal: bool = False
     ) -> tuple[SimRequest, tuple, tuple]:
         max_new = int(sampling.get("max_new_tokens", sampling.get("max_tokens", 128)) or 128)
         ignore_eos = bool(sampling.get("ignore_eos", False))
+        cached = 0
+        if isinstance(given, list):  # token ids: counted as sent, matched against the cache
+            prompt = f"ids {zlib.crc32(repr(given).encode())}"
+            prompt_tokens = len(given)
+            if not self.unmodeled.get("disable_radix_cache"):
+                cached = self.prefix_cache.match_and_insert(given)
+        else:
+            prompt, prompt_tokens = given, textgen.count_tokens(given)
         target = max_new if ignore_eos else textgen.natural_length(prompt, max_new)
         words, ids = textgen.continuation(prompt, target)
         req = SimRequest(
             rid=uuid.uuid4().hex,
-            prompt_tokens=textgen.count_tokens(prompt),
+            prompt_tokens=prompt_tokens,
+            cached_tokens=cached,
             target_tokens=target,
             stopped_by_eos=target < max_new,
             received=asyncio.get_running_loop().time(),
@@ -490,7 +501,7 @@ class SimServer:
             retractions: 0,
             **({"reasoning_tokens": 0} if at_least(0, 5, 11) else {}),
             "completion_tokens": n,
-            "cached_tokens": 0,
+            "cached_tokens": req.cached_tokens,
         }
         last = n >= req.generated and req.finished_at is not None
         if last and at_least(0, 5, 19):
@@ -599,6 +610,7 @@ class SimServer:
                 status=400, text="Cache not flushed. There are running or waiting requests.\n"
             )
         self.engine.reset_counters()
+        self.prefix_cache.clear()
         log.info("Cache flushed successfully!")
         return web.Response(
             text="Cache flushed.\nPlease check backend logs for more details. (When there are "
@@ -662,11 +674,13 @@ class SimServer:
         self._check_key(request)
         body = await _json_body(request)
         text = body.get("text")
-        if not isinstance(text, str):
-            return _error(
-                400, "'text' (a string) is required; the simulated engine does not take input_ids"
-            )
-        req, words, ids = self._new_request(text, body.get("sampling_params") or {})
+        if text is None and "input_ids" in body:
+            text = body["input_ids"]
+        if not (isinstance(text, str) or _is_ids(text)):
+            return _error(400, "'text' (a string) or 'input_ids' (a list of token ids) is required")
+        req, words, ids = self._new_request(
+            cast("str | list[int]", text), body.get("sampling_params") or {}
+        )
         self.engine.submit(req)
         if not body.get("stream"):
             return await self._unary(
@@ -704,15 +718,17 @@ class SimServer:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 return _error(400, "'messages' (a non-empty list) is required")
-            prompt = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+            prompt: str | list[int] = "\n".join(
+                str(m.get("content", "")) for m in messages if isinstance(m, dict)
+            )
             max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 128
         else:
             given = body.get("prompt")
-            if isinstance(given, list) and len(given) == 1:
+            if isinstance(given, list) and len(given) == 1 and not _is_ids(given):
                 given = given[0]
-            if not isinstance(given, str):
-                return _error(400, "'prompt' (a string) is required")
-            prompt = given
+            if not (isinstance(given, str) or _is_ids(given)):
+                return _error(400, "'prompt' (a string or a list of token ids) is required")
+            prompt = cast("str | list[int]", given)
             max_tokens = body.get("max_tokens") or 16
         req, words, _ = self._new_request(
             prompt, {"max_new_tokens": max_tokens, "ignore_eos": body.get("ignore_eos")}
@@ -722,12 +738,15 @@ class SimServer:
         cid = ("chatcmpl-" if chat else "cmpl-") + req.rid
         obj = "chat.completion" if chat else "text_completion"
 
-        def usage(n: int) -> dict[str, int]:
-            return {
+        def usage(n: int) -> dict[str, Any]:
+            out: dict[str, Any] = {
                 "prompt_tokens": req.prompt_tokens,
                 "completion_tokens": n,
                 "total_tokens": req.prompt_tokens + n,
             }
+            if self.unmodeled.get("enable_cache_report"):  # as SGLang: only with this flag
+                out["prompt_tokens_details"] = {"cached_tokens": req.cached_tokens}
+            return out
 
         def finish(n: int) -> str | None:
             reason = self._finish_reason(req) if n >= req.generated else None
@@ -870,6 +889,14 @@ class SimServer:
 
 class _RequestFailed(Exception):
     pass
+
+
+def _is_ids(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+    )
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:

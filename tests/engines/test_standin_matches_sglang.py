@@ -83,16 +83,14 @@ def observe(profile, run_dir: Path) -> Observed:
         seen.children = sorted(
             p.name() for p in psutil.Process(server.process.pid).children(recursive=True)
         )
-        native = Workload(api="sglang", output_len=OUTPUT_LEN).bodies(OUTPUT_LEN)[0]
+        native = Workload(api="sglang", output_len=OUTPUT_LEN).item(0).body
         openai = Workload(api="openai", output_len=OUTPUT_LEN, model=profile.model_argument)
         with httpx.Client(base_url=server.base_url, timeout=60) as client:
             seen.answers["generate_stream"] = sse(client, "/generate", native)
             unary = json.loads(native)
             unary["stream"] = False
             seen.answers["generate"] = client.post("/generate", json=unary).json()
-            seen.answers["completions_stream"] = sse(
-                client, "/v1/completions", openai.bodies(OUTPUT_LEN)[0]
-            )
+            seen.answers["completions_stream"] = sse(client, "/v1/completions", openai.item(0).body)
             seen.answers["server_info"] = client.get("/server_info").json()
             flushed = client.post("/flush_cache")
             seen.answers["flush_cache"] = (flushed.status_code, flushed.text)

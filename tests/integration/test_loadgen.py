@@ -139,8 +139,8 @@ def test_extra_body_fields_reach_every_request_and_the_workload_definition():
     workload = Workload(
         api="openai", output_len=8, model="smollm2", extra_body={"cache_prompt": False}
     )
-    bodies = [json.loads(b) for b in workload.bodies(8)]
-    assert len(bodies) == len(workload.prompts.prompts)
+    bodies = [json.loads(workload.item(i).body) for i in range(len(workload.prompts.prompts))]
+    assert workload.period == len(workload.prompts.prompts)
     assert all(
         b["cache_prompt"] is False and b["max_tokens"] == 8 and b["ignore_eos"] for b in bodies
     )

@@ -141,7 +141,7 @@ def test_markdown_has_counts_noteworthy_rows_one_table_per_test_and_the_speculat
     assert "| **FAIL** | sim-base C=250 |" in text
     assert "| **INVALID** | sim-spec C=250 | run 1: client-bound" in text
     assert "## output_throughput" in text
-    assert "| sim-base | 1 | 102.0 ± 2.0 tok/s (3) | 100.0 | +2.0 |" in text
+    assert "| sim-base | 1 | output_tok_s | 102.0 ± 2.0 tok/s (3) | 100.0 | +2.0 |" in text
     assert (
         "## Speculative decoding: sim-spec vs sim-base (same run)" in text
         and "**Advice:** crossover" in text
