@@ -1,4 +1,4 @@
-"""Output throughput per concurrency level, for every selected profile.
+"""Output throughput and latency per concurrency level, for every selected profile.
 
 ``pytest perf_suites --llm-profile=eagle3`` runs each test once per level of the profile's
 ``concurrency`` list against one server started for the whole session.
@@ -9,6 +9,18 @@ def test_output_throughput(llmperf, llm_concurrency):
     """Σ completion tokens ÷ run duration, closed loop with exactly C requests in flight."""
     point = llmperf.measure(concurrency=llm_concurrency)
     llmperf.check(point)
+
+
+def test_latency(llmperf, llm_concurrency):
+    """TTFT p99 and per-token ITL p50 at each level, gated like throughput but lower is better:
+    a level fails when it is significantly slower than its golden by more than the margin, even
+    while tok/s holds. Judged on the runs test_output_throughput measured (no server time of its
+    own; measured here when that test was deselected). A p99 is nearly the slowest of a run's
+    requests and moves more from launch to launch than throughput: the profile's latency margins
+    (by default it fails at +30 %)."""
+    point = llmperf.measured_by("test_output_throughput", llm_concurrency)
+    llmperf.check(point, metric="ttft_p99_s")
+    llmperf.check(point, metric="itl_p50_s")
 
 
 def test_single_stream(llmperf, llm_profile):

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+import zlib
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ import pytest
 
 from pytest_llmperf.core.format import signed_percent
 from pytest_llmperf.core.metrics import summarize_run
+from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
 from pytest_llmperf.core.speculative import paired_ratios
@@ -70,16 +72,15 @@ def margins(
     *,
     fail_margin: float | None = None,
     warn_margin: float | None = None,
+    latency: bool = False,
 ) -> Margins:
-    """The profile's verdict margins, overridden by ``@pytest.mark.llmperf(...)`` on the test and
-    then by the arguments of the check."""
+    """The profile's verdict margins (its latency margins for a latency), overridden by
+    ``@pytest.mark.llmperf(...)`` on the test and then by the arguments of the check."""
+    fail = profile.latency_fail_margin if latency else profile.fail_margin
+    warn = profile.latency_warn_margin if latency else profile.warn_margin
     return Margins(
-        fail=fail_margin
-        if fail_margin is not None
-        else marker.get("fail_margin", profile.fail_margin),
-        warn=warn_margin
-        if warn_margin is not None
-        else marker.get("warn_margin", profile.warn_margin),
+        fail=fail_margin if fail_margin is not None else marker.get("fail_margin", fail),
+        warn=warn_margin if warn_margin is not None else marker.get("warn_margin", warn),
     )
 
 
@@ -88,17 +89,19 @@ def marker_margins(node: pytest.Item) -> dict[str, float]:
     mark = node.get_closest_marker("llmperf")
     if mark is None:
         return {}
-    if mark.args or set(mark.kwargs) - set(MARKER_FIELDS):
+    if mark.args or set(mark.kwargs) - {*MARKER_FIELDS, "concurrency"}:
         raise pytest.UsageError(
-            f"{node.nodeid}: @pytest.mark.llmperf takes only keyword arguments {', '.join(MARKER_FIELDS)}; "
+            f"{node.nodeid}: @pytest.mark.llmperf takes only keyword arguments "
+            f"{', '.join(MARKER_FIELDS)}, concurrency; "
             f"got args={mark.args!r} kwargs={sorted(mark.kwargs)}."
         )
-    for name, value in mark.kwargs.items():
+    margins = {k: v for k, v in mark.kwargs.items() if k in MARKER_FIELDS}
+    for name, value in margins.items():
         if not isinstance(value, (int, float)) or not 0 < value < 1:
             raise pytest.UsageError(
                 f"{node.nodeid}: @pytest.mark.llmperf({name}={value!r}) must be between 0 and 1."
             )
-    return dict(mark.kwargs)
+    return margins
 
 
 def served_model(server: ServerHandle) -> str:
@@ -203,19 +206,23 @@ class LLMPerfFixture:
     #: The live line while a point is measured (None: no terminal output).
     progress: ProgressLine | None = None
 
-    def workload(self, output_len: int | None = None) -> Workload:
-        """The profile's workload; ``output_len`` (a test's own) replaces its output lengths."""
+    def workload(self, output_len: int | None = None, input_len: int | None = None) -> Workload:
+        """The profile's workload; a test's own ``output_len`` replaces its output lengths, its
+        own ``input_len`` its prompts (token ids of that exact length, none shared)."""
+        from pytest_llmperf.load.lengths import Lengths
         from pytest_llmperf.load.workload import Workload
 
         profile = self.profile
+        own_input = input_len is not None
         return Workload(
             api=profile.api,
             output_len=output_len or profile.output_len,
             output_lengths=None if output_len else profile.output_lengths,
-            input=profile.input_len,
-            shared_prefix_len=profile.shared_prefix_len,
+            input=Lengths.fixed(input_len) if input_len is not None else profile.input_len,
+            shared_prefix_len=0 if own_input else profile.shared_prefix_len,
             seed=profile.seed,
-            dataset=self.session.datasets.get(profile.name),
+            token_id_range=profile.token_id_range,
+            dataset=None if own_input else self.session.datasets.get(profile.name),
             model=served_model(self.server),
             extra_body=profile.extra_body,
             report_body=report_body(profile, self.server),
@@ -227,12 +234,57 @@ class LLMPerfFixture:
         *,
         runs: int | None = None,
         output_len: int | None = None,
+        input_len: int | None = None,
         metric: str = "output_tok_s",
     ) -> MeasuredPoint:
-        """Warm up at ``concurrency``, then run ``runs`` closed-loop runs of N = max(floor, 4·C) requests.
+        """Warm up at ``concurrency``, then run ``runs`` closed-loop runs of N = max(floor, 4·C)
+        requests (or steady-state windows). ``output_len`` and ``input_len`` (exact prompt
+        tokens, sent as token ids) make the test's own workload instead of the profile's.
 
         Under ``--perf-update`` at least ``--perf-update-runs`` runs are made, for the golden.
         """
+        __tracebackhide__ = True
+        ahead = self.session.measured_ahead.pop((self.nodeid, concurrency), None)
+        if ahead is not None and (runs, output_len, input_len, metric) == (
+            None,
+            None,
+            None,
+            ahead.metric,
+        ):
+            self.measured.append(ahead)
+            return ahead
+        return self._measure(concurrency, runs, output_len, input_len, metric, self.nodeid)
+
+    def measured_by(self, test: str, concurrency: int) -> MeasuredPoint:
+        """The point ``test`` (a test function of this module) measured at ``concurrency`` in
+        this session, to check more of its figures without spending server time again, e.g.
+        ``llmperf.check(llmperf.measured_by("test_output_throughput", c), metric="ttft_p99_s")``.
+        When that test did not run (deselected), the point is measured now, as it would have."""
+        __tracebackhide__ = True
+        node = NodeId(self.nodeid)
+        nodeid = self.nodeid.replace(f"::{node.function}", f"::{test}", 1)
+        for point in reversed(self.session.points):
+            if (
+                point.profile == self.profile.name
+                and point.concurrency == concurrency
+                and point.gated_from is None
+                and NodeId(point.test).without_params == NodeId(nodeid).without_params
+            ):
+                return point
+        point = self._measure(concurrency, None, None, None, "output_tok_s", nodeid)
+        # When that test runs later in the session, it gets this point instead of measuring again.
+        self.session.measured_ahead[(nodeid, concurrency)] = point
+        return point
+
+    def _measure(
+        self,
+        concurrency: int,
+        runs: int | None,
+        output_len: int | None,
+        input_len: int | None,
+        metric: str,
+        nodeid: str,
+    ) -> MeasuredPoint:
         __tracebackhide__ = True
         from pytest_llmperf.load.loadgen import LevelPlan
 
@@ -243,11 +295,14 @@ class LLMPerfFixture:
             fixed = self.session.settings.update_runs
             # auto: more follow in check() until the golden is precise.
             runs = max(runs, fixed if fixed is not None else RECORD_MIN_RUNS)
-        workload = self.workload(output_len)
+        workload = replace(
+            self.workload(output_len, input_len),
+            salt=zlib.crc32(NodeId(nodeid).point_key(concurrency).encode()),
+        )
         n_requests = profile.requests_per_run(concurrency)
         point = MeasuredPoint(
             profile=profile.name,
-            test=self.nodeid,
+            test=nodeid,
             concurrency=concurrency,
             metric=metric,
             launch_id=self.server.launch_id,
@@ -256,6 +311,7 @@ class LLMPerfFixture:
             workload={**workload.describe(), **profile.measured_over(concurrency)},
         )
         self.measured.append(point)
+        self.session.workloads[(point.profile, point.node.point_key(concurrency))] = workload
         self._leave_plan(concurrency)
         if not profile.remeasure_of:  # never gated
             gold = self._golden_values(point)  # a corrupt golden fails here, before measuring
@@ -329,6 +385,10 @@ class LLMPerfFixture:
             )
         return [summarize_run(r, workload.output_len, self.profile.slo) for r in measured]
 
+    def _workload_of(self, point: Point) -> Workload:
+        """The workload ``point`` was measured with, for more runs of it."""
+        return self.session.workloads[(point.profile, point.node.point_key(point.concurrency))]
+
     def _golden_values(self, point: Point) -> list[float]:
         """The golden's recorded values of ``point`` ([] when it has none)."""
         _, golden = _golden(self.session, point)
@@ -355,7 +415,7 @@ class LLMPerfFixture:
         more = f" + {untimed} untimed level(s)" if untimed else ""
         return f", about {duration(total)} in the session{more}"
 
-    def _more(self, point: Point, runs: int) -> LevelPlan:
+    def _more(self, point: MeasuredPoint, runs: int) -> LevelPlan:
         """The plan of ``runs`` more runs of ``point`` on the server as it is (no warm-up)."""
         from pytest_llmperf.load.loadgen import LevelPlan
 
@@ -366,6 +426,7 @@ class LLMPerfFixture:
             warmup=False,
             window_s=self.profile.window_s,
             settle_s=self.profile.settle_s,
+            first_run=len(point.runs) + 1,
         )
 
     def _progress(self, plan: LevelPlan) -> Callable[[int], Progress] | None:
@@ -466,7 +527,13 @@ class LLMPerfFixture:
             )
         if self.profile.remeasure_of:
             return  # A/B/A: measured for the base's drift; the first measurement is the one gated
-        m = margins(self.profile, self.marker, fail_margin=fail_margin, warn_margin=warn_margin)
+        m = margins(
+            self.profile,
+            self.marker,
+            fail_margin=fail_margin,
+            warn_margin=warn_margin,
+            latency=point.lower_is_better,
+        )
         if self.session.settings.update:
             # --perf-update-runs auto: topped up, a run at a time, until the golden is precise
             # (with --perf-pool: the golden as pooled with this launch's runs).
@@ -477,9 +544,7 @@ class LLMPerfFixture:
                 and first <= len(point.values) < RECORD_MAX_RUNS
                 and not golden_is_precise([*pooled, *point.values], m.fail)
             ):
-                point.runs += self._runs(
-                    self.workload(point.output_len), self._more(point, 1), point
-                )
+                point.runs += self._runs(self._workload_of(point), self._more(point, 1), point)
                 if point.problems:
                     return self.check(point, fail_margin=m.fail, warn_margin=m.warn)
             runs = [
@@ -506,7 +571,7 @@ class LLMPerfFixture:
         while result.outcome is Outcome.UNCERTAIN:
             target = next(n for n in STAGES if n > len(point.values))
             plan = self._more(point, target - len(point.values))
-            point.runs += self._runs(self.workload(point.output_len), plan, point)
+            point.runs += self._runs(self._workload_of(point), plan, point)
             if point.problems:
                 return self.check(point, fail_margin=m.fail, warn_margin=m.warn)
             result = verdict()

@@ -41,7 +41,10 @@ if TYPE_CHECKING:
     from pytest_llmperf.engines.lifecycle import ServerHandle
     from pytest_llmperf.fixtures import LLMPerfFixture, LLMPerfSpeedupFixture
 
-MARKER = "llmperf(fail_margin=0.15, warn_margin=0.05): this test's verdict margins, overriding the profile's"
+MARKER = (
+    "llmperf(fail_margin=0.15, warn_margin=0.05, concurrency=[1, 10]): this test's verdict margins, "
+    "overriding the profile's, and the levels it runs at (of each profile's)"
+)
 #: Sorts the speedup tests after every profile's measurements.
 AFTER_ALL_PROFILES = 1 << 30
 
@@ -136,9 +139,30 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{session.settings.profiles_file}. Pass --llm-profiles-file PATH (ini: llmperf_profiles_file)."
         )
     with_levels = "llm_concurrency" in metafunc.fixturenames
-    values, ids = measurement_params(session.selected, with_levels)
+    values, ids = measurement_params(
+        session.selected, with_levels, marker_levels(metafunc.definition)
+    )
     names = ("llm_profile", "llm_concurrency") if with_levels else "llm_profile"
     metafunc.parametrize(names, values, indirect=["llm_profile"], scope="session", ids=ids)
+
+
+def marker_levels(node: pytest.Item) -> list[int] | None:
+    """``@pytest.mark.llmperf(concurrency=[1, 10, 70])``: the levels this test runs at (those
+    of each profile's levels it names), or None for all of them."""
+    mark = node.get_closest_marker("llmperf")
+    levels = mark.kwargs.get("concurrency") if mark is not None else None
+    if levels is None:
+        return None
+    if not (
+        isinstance(levels, (list, tuple))
+        and levels
+        and all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in levels)
+    ):
+        raise pytest.UsageError(
+            f"{node.nodeid}: @pytest.mark.llmperf(concurrency={levels!r}) must be a non-empty list "
+            "of positive integers, e.g. [1, 10, 70]."
+        )
+    return list(levels)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -172,11 +196,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from pytest_llmperf import plan
 
     by_name = {p.name: p for p in state.selected}
-    points = []
+    points: list[tuple[Profile, int]] = []
     for item in session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if params.get("llm_profile") in by_name and "llm_concurrency" in params:
-            points.append((by_name[params["llm_profile"]], params["llm_concurrency"]))
+            pair = (by_name[params["llm_profile"]], params["llm_concurrency"])
+            # A level is planned once: tests that check more figures of the same runs
+            # (llmperf.measured_by) spend no server time of their own.
+            if not any(p is pair[0] and c == pair[1] for p, c in points):
+                points.append(pair)
     if not points:
         return
     settings = state.settings

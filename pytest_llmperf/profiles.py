@@ -86,6 +86,7 @@ DEFAULTS: dict[str, Any] = {
     "shared_prefix_len": 0,
     "dataset": None,
     "seed": 0,
+    "token_id_range": None,
     "slo": {},
     "min_requests": 16,
     "window_s": None,
@@ -96,6 +97,8 @@ DEFAULTS: dict[str, Any] = {
     "request_timeout_s": 600.0,
     "fail_margin": 0.15,
     "warn_margin": 0.05,
+    "latency_fail_margin": 0.30,
+    "latency_warn_margin": 0.10,
     "base_profile": None,
     "gpu_wait_s": 0.0,
     "api_key_env": None,
@@ -140,6 +143,9 @@ class Profile:
     dataset: str | None = None
     #: Seeds the synthetic prompts and every length drawn from a distribution.
     seed: int = 0
+    #: [low, high): where synthetic token ids are drawn from (None: TOKEN_ID_RANGE, which
+    #: every modern vocabulary covers; a tiny test model's may be smaller).
+    token_id_range: tuple[int, int] | None = None
     #: Per-request limits (``ttft_s``, ``itl_s``, ``tpot_s``, ``e2e_s``) for ``goodput_req_s``.
     slo: Mapping[str, float] = field(default_factory=dict)
     min_requests: int = 16
@@ -157,6 +163,10 @@ class Profile:
     request_timeout_s: float = 600.0
     fail_margin: float = 0.15
     warn_margin: float = 0.05
+    #: The margins of latency checks (``check(point, metric="ttft_p99_s")``): a tail moves more
+    #: from launch to launch than throughput does.
+    latency_fail_margin: float = 0.30
+    latency_warn_margin: float = 0.10
     #: A speculative profile's non-speculative counterpart (explicit, or found along ``extends``).
     base_profile: str | None = None
     #: engine = "sglang": wait this long for other processes to free the GPUs before failing.
@@ -395,6 +405,7 @@ def _as_fields(profile: Profile) -> dict[str, Any]:
     fields["output_len"] = profile.output_spec.describe()
     fields["input_len"] = profile.input_len.describe() if profile.input_len else None
     fields["slo"] = dict(profile.slo)
+    fields["token_id_range"] = list(profile.token_id_range) if profile.token_id_range else None
     fields["command"] = list(profile.command) if profile.command is not None else None
     return fields
 
@@ -479,7 +490,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         _check(where, key, f[key], lambda v: _is_number(v) and v > 0, "a number of seconds > 0")
     for key in ("shutdown_timeout_s", "gpu_wait_s", "settle_s"):
         _check(where, key, f[key], lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
-    for key in ("fail_margin", "warn_margin"):
+    for key in ("fail_margin", "warn_margin", "latency_fail_margin", "latency_warn_margin"):
         _check(
             where,
             key,
@@ -487,11 +498,13 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
             lambda v: _is_number(v) and 0 < v < 1,
             "a fraction between 0 and 1, e.g. 0.15",
         )
-    if f["warn_margin"] > f["fail_margin"]:
-        raise ProfileError(
-            f"{where}, field 'warn_margin': {f['warn_margin']} is larger than fail_margin "
-            f"{f['fail_margin']}; a warning must trigger before a failure."
-        )
+    for prefix in ("", "latency_"):
+        if f[f"{prefix}warn_margin"] > f[f"{prefix}fail_margin"]:
+            raise ProfileError(
+                f"{where}, field '{prefix}warn_margin': {f[f'{prefix}warn_margin']} is larger than "
+                f"{prefix}fail_margin {f[f'{prefix}fail_margin']}; a warning must trigger before a "
+                "failure."
+            )
 
     for arg in f["args"]:
         flag = arg.split("=", 1)[0]
@@ -569,6 +582,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         shared_prefix_len=f["shared_prefix_len"],
         dataset=f["dataset"],
         seed=f["seed"],
+        token_id_range=tuple(f["token_id_range"]) if f["token_id_range"] else None,
         slo={k: float(v) for k, v in f["slo"].items()},
         min_requests=f["min_requests"],
         window_s=float(f["window_s"]) if f["window_s"] is not None else None,
@@ -579,6 +593,8 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         request_timeout_s=float(f["request_timeout_s"]),
         fail_margin=float(f["fail_margin"]),
         warn_margin=float(f["warn_margin"]),
+        latency_fail_margin=float(f["latency_fail_margin"]),
+        latency_warn_margin=float(f["latency_warn_margin"]),
         base_profile=f["base_profile"],
         gpu_wait_s=float(f["gpu_wait_s"]),
         api_key_env=f["api_key_env"],
@@ -600,6 +616,21 @@ def _check_workload(where: str, f: dict[str, Any], input_len: Lengths | None) ->
     prefix = f["shared_prefix_len"]
     _check(where, "shared_prefix_len", prefix, lambda v: _is_int(v) and v >= 0, "an integer >= 0")
     _check(where, "seed", f["seed"], _is_int, "an integer")
+    _check(
+        where,
+        "token_id_range",
+        f["token_id_range"],
+        lambda v: (
+            v is None
+            or (
+                isinstance(v, list)
+                and len(v) == 2
+                and all(_is_int(x) for x in v)
+                and 0 <= v[0] < v[1]
+            )
+        ),
+        "[LOW, HIGH], token ids LOW <= id < HIGH inside the model's vocabulary, e.g. [1000, 30000]",
+    )
     _check(
         where,
         "dataset",

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -84,10 +85,14 @@ def speedup_params(profiles: ProfileSet | None, selected: list[Profile]) -> list
     return [pytest.param(None, id="no-pair", marks=pytest.mark.skip(reason=reason))]
 
 
-def measurement_params(selected: list[Profile], with_levels: bool) -> tuple[list[Any], list[str]]:
-    """Values and ids for a test's ``llm_profile`` (and ``llm_concurrency``) parameters."""
+def measurement_params(
+    selected: list[Profile], with_levels: bool, only: Sequence[int] | None = None
+) -> tuple[list[Any], list[str]]:
+    """Values and ids for a test's ``llm_profile`` (and ``llm_concurrency``) parameters;
+    ``only``: the test's own levels (``@pytest.mark.llmperf(concurrency=[1, 10])``), those of
+    each profile's that it names."""
     if with_levels:
-        pairs = [(p.name, c) for p in selected for c in p.concurrency]
+        pairs = [(p.name, c) for p in selected for c in p.concurrency if only is None or c in only]
         return list(pairs), [f"{name}-C{c}" for name, c in pairs]
     names = [p.name for p in selected]
     return list(names), names

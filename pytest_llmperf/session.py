@@ -27,6 +27,7 @@ from pytest_llmperf.settings import Settings
 if TYPE_CHECKING:
     from pytest_llmperf.engines.lifecycle import ServerHandle
     from pytest_llmperf.load.dataset import Dataset
+    from pytest_llmperf.load.workload import Workload
     from pytest_llmperf.plan import LevelPlan
 
 
@@ -58,6 +59,11 @@ class LLMPerfSession:
     plan: list[LevelPlan] = field(default_factory=list)
     #: The selected profiles' request files, read and checked at configure time.
     datasets: dict[str, Dataset] = field(default_factory=dict)
+    #: The workload each point was measured with, by (profile, golden key without metric):
+    #: more runs of a point (stages, top-ups, another test's checks) use exactly the same.
+    workloads: dict[tuple[str, str], Workload] = field(default_factory=dict)
+    #: Points measured for a test before it ran (``llmperf.measured_by``), by (node id, C).
+    measured_ahead: dict[tuple[str, int], MeasuredPoint] = field(default_factory=dict)
 
     def profile(self, name: str) -> Profile:
         return next(p for p in self.selected if p.name == name)

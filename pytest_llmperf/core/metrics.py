@@ -19,9 +19,11 @@ Definitions (peers use the same names for different things; these are ours):
 A run measured over a steady-state window (``window_s``, see
 :mod:`pytest_llmperf.load.loadgen`) keeps these definitions, with the window as the run's
 duration: ``output_tok_s`` is the server-reported tokens of the chunks that arrived inside the
-window ÷ its length; TTFT and ITL cover every request of the run (cancelled ones up to the
-cut); TPOT and accept length every request that finished; e2e and request tok/s the requests
-that finished at the full output length; the in-flight check is over the window.
+window ÷ its length; TTFT covers the requests sent inside the window (one cut before its first
+token counts with what it waited) and ITL the token gaps that ended inside it, so both describe
+the steady state, not the run's first wave; TPOT and accept length every request that
+finished; e2e and request tok/s the requests that finished at the full output length; the
+in-flight check is over the window.
 """
 
 from __future__ import annotations
@@ -110,6 +112,40 @@ def window_tokens(
                 total += n
                 estimated = estimated or (r.completion_tokens is None and not r.counted_per_chunk)
     return total, estimated
+
+
+def window_ttfts(records: Sequence[RequestRecord], window: tuple[float, float]) -> list[float]:
+    """TTFTs of the requests sent inside the window: the steady state's, not the first wave's
+    (sent together at the run's start, and after a cut run into a server still aborting).
+    A request cut before its first token counts with what it waited, a lower bound, rather
+    than being left out (which would drop exactly the slowest)."""
+    opened, closed = window
+    out = []
+    for r in records:
+        if opened <= r.start < closed:
+            first = r.ttft
+            if first is not None:
+                out.append(first)
+            elif r.cancelled:
+                out.append(r.e2e)
+    return out
+
+
+def window_itl(
+    records: Sequence[RequestRecord], window: tuple[float, float], per_chunk: float | None
+) -> tuple[list[float], list[float]]:
+    """Per-token ITLs (values, token weights) of the gaps that ended inside the window."""
+    opened, closed = window
+    values: list[float] = []
+    weights: list[float] = []
+    for r in records:
+        times, tokens = r.chunk_times, r.chunk_tokens(per_chunk)
+        for k in range(1, len(times)):
+            n = tokens[k]
+            if n > 0 and opened <= times[k] < closed:
+                values.append((times[k] - times[k - 1]) / n)
+                weights.append(n)
+    return values, weights
 
 
 def in_flight_in_window(records: Sequence[RequestRecord], window: tuple[float, float]) -> float:
@@ -311,12 +347,7 @@ def _summarize_window(
     finished = [r for r in ok if not r.cancelled]
     full = [r for r in finished if not r.staggered]
     per_chunk = tokens_per_chunk(records)
-    itl_values: list[float] = []
-    itl_weights: list[float] = []
-    for r in ok:
-        v, w = itl(r, per_chunk)
-        itl_values += v
-        itl_weights += w
+    itl_values, itl_weights = window_itl(ok, window, per_chunk)
     tokens, estimated = window_tokens(records, window)
     seconds = window[1] - window[0]
     in_window = in_flight_in_window(records, window)
@@ -331,7 +362,7 @@ def _summarize_window(
         duration_s=seconds,
         output_tok_s=tokens / seconds if seconds > 0 else 0.0,
         request_tok_s=distribution([t for t in map(request_tok_s, full) if t is not None]),
-        ttft_s=distribution([t for t in map(ttft, ok) if t is not None]),
+        ttft_s=distribution(window_ttfts(ok, window)),
         itl_s=distribution(itl_values, itl_weights),
         tpot_s=distribution([t for t in map(tpot, finished) if t is not None]),
         e2e_s=distribution([r.e2e for r in full]),

@@ -444,6 +444,9 @@ class LevelPlan:
     window_s: float | None = None
     #: How long after it began a run that follows a cut one opens its window (see SETTLE_S).
     settle_s: float = SETTLE_S
+    #: The number of the first run (more runs of a point continue its count, so their requests
+    #: are new to the server's prefix cache).
+    first_run: int = 1
 
     @property
     def request_limit(self) -> int:
@@ -503,7 +506,7 @@ async def measure_level_async(
                     await closed_loop(
                         sender,
                         workload.api,
-                        request_source(client, workload, k, prebuild=prebuild),
+                        request_source(client, workload, plan.first_run + k - 1, prebuild=prebuild),
                         plan.concurrency,
                         plan.request_limit,
                         timeout_s,

@@ -62,9 +62,15 @@ class Workload:
     input: Lengths | None = None
     shared_prefix_len: int = 0
     seed: int = 0
+    #: [low, high) of the synthetic ids (None: TOKEN_ID_RANGE).
+    token_id_range: tuple[int, int] | None = None
     dataset: Dataset | None = None
     #: Output lengths drawn per request (None: ``output_len`` for every request).
     output_lengths: Lengths | None = None
+    #: Tells one point's requests from another's (the plugin derives it from the point's
+    #: golden key): with run and index in the seed, no two requests of a session share ids by
+    #: accident, across runs, top-up runs, levels and tests, yet every session draws the same.
+    salt: int = 0
 
     @property
     def output(self) -> Lengths:
@@ -88,7 +94,11 @@ class Workload:
         """Request ``index`` of run ``run`` (0: the warm-up); ``share`` scales its output length
         (a staggered first request asks for a share of it, at least one token), ``cap`` limits
         it (the warm-up's short requests)."""
-        rng = None if self.period is not None else random.Random(f"{self.seed}:{run}:{index}")
+        rng = (
+            None
+            if self.period is not None
+            else random.Random(f"{self.seed}:{self.salt}:{run}:{index}")
+        )
         entry = self.dataset.entries[index % len(self.dataset.entries)] if self.dataset else None
         length = entry.output_len if entry is not None and entry.output_len else None
         if length is None:
@@ -110,10 +120,12 @@ class Workload:
     def _ids(self, n: int, run: int, index: int) -> list[int]:
         import numpy as np  # lazily: importing the plugin must stay cheap
 
-        low, high = TOKEN_ID_RANGE
+        low, high = self.token_id_range or TOKEN_ID_RANGE
         shared = min(self.shared_prefix_len, n)
         prefix = np.random.default_rng([self.seed, 0, 0, 1]).integers(low, high, shared)
-        own = np.random.default_rng([self.seed, run, index, 2]).integers(low, high, n - shared)
+        own = np.random.default_rng([self.seed, self.salt, run, index, 2]).integers(
+            low, high, n - shared
+        )
         return prefix.tolist() + own.tolist()
 
     def _body(self, prompt: str | list[int], length: int) -> bytes:
@@ -156,7 +168,8 @@ class Workload:
         }
         if self.input is not None:
             out["input_len"] = self.input.describe()
-            out["input"] = f"token ids in [{TOKEN_ID_RANGE[0]}, {TOKEN_ID_RANGE[1]})"
+            low, high = self.token_id_range or TOKEN_ID_RANGE
+            out["input"] = f"token ids in [{low}, {high})"
             out["shared_prefix_len"] = self.shared_prefix_len
         elif self.dataset is not None:
             out["dataset"] = self.dataset.describe()

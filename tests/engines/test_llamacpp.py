@@ -207,3 +207,37 @@ def test_a_window_on_a_server_that_counts_only_at_the_end(llama_profile, tmp_pat
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
+
+
+def test_token_id_prompts_and_the_chat_api_on_llama_server(llama_profile, tmp_path):
+    """llama.cpp takes a list of token ids as ``prompt`` and counts exactly those (no BOS is
+    added to ids), so input lengths are exact without a tokenizer; its chat endpoint streams
+    with usage."""
+    from pytest_llmperf.core import metrics
+    from pytest_llmperf.load.lengths import Lengths
+    from pytest_llmperf.load.loadgen import LevelPlan, measure_level
+    from pytest_llmperf.load.workload import Workload
+
+    port = free_port("127.0.0.1")
+    command = build_command(llama_profile, "127.0.0.1", port, tmp_path)
+    server = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(url)
+        common = {"output_len": 16, "model": "smollm2", "extra_body": {"cache_prompt": False}}
+        ids = Workload(api="openai", input=Lengths((200, 400)), **common)
+        chat = Workload(api="chat", **common)
+        (by_ids,) = measure_level(url, ids, LevelPlan(2, 8, 1))
+        (by_chat,) = measure_level(url, chat, LevelPlan(2, 8, 1))
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    sent = [r.sent_prompt_tokens for r in by_ids.records]
+    assert set(sent) <= {200, 400} and len(set(sent)) == 2, sent  # drawn per request
+    assert [r.prompt_tokens for r in by_ids.records] == sent
+    for run in (by_ids, by_chat):
+        m = metrics.summarize_run(run, 16)
+        assert m.valid, m.problems
+        assert m.output_tokens == 16 * m.requests

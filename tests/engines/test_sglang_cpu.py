@@ -394,3 +394,49 @@ def test_steady_state_windows_cut_requests_that_sglang_then_aborts(pytester):
         assert load["timestamp"] - cut_at < SETTLE_S
     finally:
         lifecycle.stop(server)
+
+
+def test_token_id_prompts_prefix_cache_and_chat_on_the_real_server(pytester):
+    """The real SGLang is the oracle for the workloads: prompts sent as token ids come back as
+    exactly that many ``prompt_tokens`` on both APIs; a shared prefix is served from the radix
+    cache (``meta_info.cached_tokens``, and ``usage.prompt_tokens_details`` with
+    ``--enable-cache-report``) on every request after the first of a flushed run, and prompts
+    that share nothing never are; the chat API streams with usage."""
+    from pytest_llmperf.core import metrics
+    from pytest_llmperf.load.lengths import Lengths
+    from pytest_llmperf.load.loadgen import LevelPlan, flush_cache, measure_level
+    from pytest_llmperf.load.workload import Workload
+
+    project(pytester, args=[*CPU_ARGS, "--enable-cache-report"], concurrency="[1]")
+    profile = load_profiles(pytester.path / "profiles.toml").profiles["cpu"]
+    server = lifecycle.launch(profile, pytester.path / "server")
+    ids = {"input": Lengths.fixed(320), "token_id_range": (10, 4000), "seed": 3}
+    try:
+        lifecycle.wait_ready(server)
+
+        def measure(workload: Workload) -> list[metrics.RunMetrics]:
+            # C = 1: each request is prefilled after the previous one is in the cache.
+            runs = measure_level(
+                server.base_url, workload, LevelPlan(1, 6, 2), before_run=flush_cache
+            )
+            out = [metrics.summarize_run(r, workload.output_len) for r in runs]
+            for m in out:
+                assert m.valid, m.problems
+            return out
+
+        shared = measure(Workload(api="sglang", output_len=16, shared_prefix_len=256, **ids))
+        unshared = measure(Workload(api="sglang", output_len=16, **ids))
+        openai = measure(Workload(api="openai", output_len=16, shared_prefix_len=256, **ids))
+        chat = measure(Workload(api="chat", output_len=16))
+    finally:
+        lifecycle.stop(server)
+    for m in [*shared, *unshared, *openai]:
+        assert m.prompt_tokens == 320 * m.requests  # and each request's own (else invalid)
+    for m in [*shared, *openai]:
+        # Page size 1: the prefix is found token for token (plus, rarely, a first unique id
+        # that another request happened to draw too).
+        assert 256 * (m.requests - 1) <= (m.cached_tokens or 0) <= 257 * (m.requests - 1), m
+    assert all(m.cached_tokens == 0 for m in unshared), [m.cached_tokens for m in unshared]
+    for m in chat:
+        assert m.output_tokens == 16 * m.requests and m.prompt_tokens > 0
+    print("cached tokens per run:", [m.cached_tokens for m in [*shared, *unshared, *openai]])

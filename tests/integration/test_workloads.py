@@ -85,7 +85,11 @@ def test_ttft_40_percent_up_fails_the_ttft_gate_and_passes_throughput_3_percent_
     pytester,
 ):
     # 512 tokens at 4 ms a token: +40 % TTFT moves a request's e2e by under 2 %.
-    attached_profile(pytester, "input_len = 2048\noutput_len = 512\nruns = 3\nmin_requests = 8\n")
+    attached_profile(
+        pytester,
+        "input_len = 2048\noutput_len = 512\nruns = 3\nmin_requests = 8\n"
+        "latency_fail_margin = 0.15\nlatency_warn_margin = 0.05\n",  # the throughput rule's margins
+    )
     pytester.makepyfile(test_perf=GATED_SUITE)
     truth = TTFT_MS + PREFILL_US * INPUT_LEN / 1000 + ITL_MS
 
