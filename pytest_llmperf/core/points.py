@@ -155,6 +155,7 @@ class MeasuredPoint(Point):
                 "test": self.test,
                 "concurrency": self.concurrency,
                 "metric": self.metric,
+                "gated_from": self.gated_from,
                 "values": list(self.values),
                 "runs": [r.to_json() for r in self.runs],
                 "launch_id": self.launch_id,

@@ -140,8 +140,10 @@ class SSEProtocol(asyncio.Protocol):
         framing: str = "event",
         ttft_s: float = 0.0,
         prefill_s_per_token: float = 0.0,
+        extra_prompt_tokens: int = 0,
     ) -> None:
         self.itl_s = itl_s
+        self.extra_prompt_tokens = extra_prompt_tokens
         self.ttft_s = ttft_s
         self.prefill_s_per_token = prefill_s_per_token
         self.per_chunk = per_chunk
@@ -201,6 +203,7 @@ class SSEProtocol(asyncio.Protocol):
         usage_each = bool((req.get("stream_options") or {}).get("continuous_usage_stats"))
         ids = req.get("input_ids") if path == "/generate" else req.get("prompt")
         prompt = len(ids) if isinstance(ids, list) and ids and isinstance(ids[0], int) else 8
+        prompt += self.extra_prompt_tokens
         events = _events(path, n, usage_each, chat, self.per_chunk, prompt)
         first_s = self.ttft_s + self.prefill_s_per_token * prompt
         if self.itl_s <= 0 and first_s <= 0:
@@ -240,11 +243,17 @@ async def serve(
     framing: str = "event",
     ttft_ms: float = 0.0,
     prefill_us_per_token: float = 0.0,
+    extra_prompt_tokens: int = 0,
 ) -> None:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
         lambda: SSEProtocol(
-            itl_ms / 1000.0, per_chunk, framing, ttft_ms / 1000.0, prefill_us_per_token / 1e6
+            itl_ms / 1000.0,
+            per_chunk,
+            framing,
+            ttft_ms / 1000.0,
+            prefill_us_per_token / 1e6,
+            extra_prompt_tokens,
         ),
         "127.0.0.1",
         port,
@@ -279,6 +288,12 @@ def main() -> None:
         default=0.0,
         help="more wait before the first event per prompt token",
     )
+    parser.add_argument(
+        "--extra-prompt-tokens",
+        type=int,
+        default=0,
+        help="report this many prompt tokens more than were sent (a server that adds a BOS)",
+    )
     parser.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
     args = parser.parse_args()
     if args.cpu is not None:
@@ -291,6 +306,7 @@ def main() -> None:
             args.framing,
             args.ttft_ms,
             args.prefill_us_per_token,
+            args.extra_prompt_tokens,
         )
     )
 

@@ -43,9 +43,9 @@ def attached_profile(pytester: pytest.Pytester, body: str) -> None:
     pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
 
 
-def paced_server(ttft_ms: float):
+def paced_server(ttft_ms: float, *options: str):
     return start_paced(
-        ITL_MS, 1, "--ttft-ms", str(ttft_ms), "--prefill-us-per-token", str(PREFILL_US)
+        ITL_MS, 1, "--ttft-ms", str(ttft_ms), "--prefill-us-per-token", str(PREFILL_US), *options
     )
 
 
@@ -78,6 +78,26 @@ def test_prefill(llmperf, llm_concurrency):
         assert run["prompt_tokens"] == INPUT_LEN * finished
     assert point["workload"]["input_len"] == INPUT_LEN
     print("TTFT p50 per run:", [r["ttft_s"]["p50"] for r in point["runs"]], "truth", truth)
+
+
+@pytest.mark.slow
+def test_a_server_that_changes_the_prompt_makes_the_run_invalid(pytester):
+    attached_profile(pytester, "input_len = 512\noutput_len = 8\nruns = 1\nmin_requests = 4\n")
+    pytester.makepyfile(test_perf=GATED_SUITE)
+    server = paced_server(1.0, "--extra-prompt-tokens", "1")  # as a server adding a BOS would
+    try:
+        result = pytester.runpytest_subprocess(
+            "--llm-profile", "paced", "--llm-server-url", server.url
+        )
+    finally:
+        server.stop()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*run 1: 16 of 16 requests were reported with 513 prompt tokens for the 512 token ids "
+            "sent: the server changed the prompt*"
+        ]
+    )
 
 
 @pytest.mark.slow

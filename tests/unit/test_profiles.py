@@ -209,3 +209,50 @@ def test_shipped_profiles_carry_the_seed_configuration(repo_root):
     assert sim_base.engine == sim_eagle.engine == "sim"
     assert sim_base.concurrency == (1, 2, 5, 10, 30, 70, 100, 250)
     assert sim_eagle.speculative and not sim_base.speculative
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ('input_len = 100\napi = "chat"', "field 'input_len': synthetic prompts are token ids"),
+        ("shared_prefix_len = 10", "field 'shared_prefix_len': applies to synthetic prompts"),
+        ("input_len = 100\nshared_prefix_len = 100", "leaves no token of its own"),
+        (
+            "input_len = { uniform = [50, 200] }\nshared_prefix_len = 60",
+            "leaves no token of its own",
+        ),
+        ('input_len = 100\ndataset = "d.jsonl"', "fields 'input_len' and 'dataset'"),
+        ("output_len = { uniform = [5] }", "field 'output_len': 'uniform' is [5]"),
+        ("slo = { ttft_ms = 2 }", "field 'slo'"),
+        ("token_id_range = [100, 10]", "field 'token_id_range'"),
+        (
+            "latency_warn_margin = 0.5",
+            "latency_warn_margin': 0.5 is larger than latency_fail_margin",
+        ),
+    ],
+)
+def test_workload_fields_are_checked_alone_and_together(tmp_path, fields, message):
+    path = write(tmp_path, "[profiles.p]\n" + fields + "\n")
+    with pytest.raises(ProfileError, match=message.replace("[", r"\[").replace("]", r"\]")) as err:
+        load_profiles(path)
+    assert str(path) in str(err.value) and "profile 'p'" in str(err.value)
+
+
+def test_workload_fields_are_inherited(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        [profiles.a]
+        output_len = { values = [64, 512], weights = [1, 1] }
+        input_len = 1024
+        shared_prefix_len = 256
+        slo = { ttft_s = 2.0 }
+
+        [profiles.b]
+        extends = "a"
+        """,
+    )
+    b = load_profiles(path).profiles["b"]
+    assert b.output_len == 288 and b.output_lengths is not None
+    assert b.input_len is not None and b.input_len.describe() == 1024
+    assert b.shared_prefix_len == 256 and dict(b.slo) == {"ttft_s": 2.0}

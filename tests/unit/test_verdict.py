@@ -80,3 +80,31 @@ def test_a_recording_stops_at_five_runs_once_precise_and_not_before():
     assert golden_is_precise(GOLD[:5], 0.15)
     assert not golden_is_precise([100.0, 90.0, 110.0, 95.0, 105.0], 0.15)  # CV ~8 %: go on
     assert golden_is_precise([100.0, 90.0, 110.0, 95.0, 105.0], 0.70)  # unless the margin is wide
+
+
+LATENCY = [0.200, 0.202, 0.198, 0.201, 0.199, 0.2004, 0.1996, 0.2002, 0.1998, 0.200]
+
+
+@pytest.mark.parametrize(
+    ("new", "expected"),
+    [
+        ([0.2006, 0.1992, 0.2002], "PASS"),
+        ([0.206, 0.2065, 0.2058], "PASS"),  # 3 % slower: inside the warn margin
+        ([0.214, 0.2145, 0.2138], "WARN"),  # 7 % slower
+        ([0.280, 0.281, 0.279], "FAIL"),  # TTFT +40 %
+        ([0.170, 0.171, 0.169], "IMPROVED"),  # 15 % faster
+        ([0.140, 0.141, 0.139], "IMPROVED"),  # what a throughput rule would call a collapse
+    ],
+)
+def test_latency_verdicts_invert_the_direction(new, expected):
+    v = decide(new, LATENCY, **M, lower_is_better=True)
+    assert v.name == expected
+    assert v.worse == (v.ratio > 1)
+    assert v.p == (v.p_drop if v.ratio > 1 else v.p_gain)
+
+
+def test_a_latency_fails_at_its_rise_by_the_margin_not_at_the_throughput_floor():
+    # +16 % > 15 % fails; a throughput rule mirrored as 1 - 0.15 = 0.85 would need +17.6 %.
+    v = decide([0.232, 0.2322, 0.2318], LATENCY, **M, lower_is_better=True)
+    assert v.name == "FAIL" and v.ratio == pytest.approx(1.16, abs=0.002)
+    assert "(+16.0 %" in describe("p C=1 ttft_p99_s", 0.232, 0.2, v, 0.15, unit="s")
