@@ -184,6 +184,18 @@ def _record(
     check.recorded(point, session.queue_golden(pending, point.profile))
 
 
+def _known_metric(method: str, metric: str) -> None:
+    """Fail the test when ``metric`` is not a figure a run has, naming those it has."""
+    __tracebackhide__ = True
+    from pytest_llmperf.core.metrics import METRICS
+
+    if metric not in METRICS:
+        pytest.fail(
+            f"llmperf.{method}: unknown metric {metric!r}; choose from {', '.join(METRICS)}",
+            pytrace=False,
+        )
+
+
 def _fail_if_invalid(point: Point, what: str) -> None:
     __tracebackhide__ = True
     if point.problems:
@@ -468,17 +480,20 @@ class LLMPerfFixture:
         ``goodput_req_s=5`` (at least). Any figure of :data:`~pytest_llmperf.core.metrics.METRICS`."""
         __tracebackhide__ = True
         from pytest_llmperf.core.format import format_value
-        from pytest_llmperf.core.metrics import METRICS, lower_is_better
+        from pytest_llmperf.core.metrics import lower_is_better
 
         _fail_if_invalid(point, "INVALID, not a measurement of the server")
         missed = []
         for metric, limit in limits.items():
-            if metric not in METRICS:
-                raise pytest.UsageError(
-                    f"llmperf.expect: unknown figure {metric!r}; choose from {', '.join(METRICS)}"
-                )
+            _known_metric("expect", metric)
             twin = point if metric == point.metric else point.for_metric(metric)
             measured = twin.summary.mean
+            if not math.isfinite(measured):
+                pytest.fail(
+                    f"{point.label}: {metric} was not measured"
+                    + (" (goodput needs the profile's slo table)" if "goodput" in metric else ""),
+                    pytrace=False,
+                )
             lower = lower_is_better(metric)
             if not (measured <= limit if lower else measured >= limit):
                 unit = twin.unit
@@ -509,12 +524,7 @@ class LLMPerfFixture:
         """
         __tracebackhide__ = True
         if metric is not None and metric != point.metric:
-            from pytest_llmperf.core.metrics import METRICS
-
-            if metric not in METRICS:
-                raise pytest.UsageError(
-                    f"llmperf.check: unknown metric {metric!r}; choose from {', '.join(METRICS)}"
-                )
+            _known_metric("check", metric)
             twin = point.for_metric(metric)
             self.session.record(twin)
             return self.check(twin, fail_margin=fail_margin, warn_margin=warn_margin)

@@ -127,7 +127,9 @@ def test_ttft_40_percent_up_fails_the_ttft_gate_and_passes_throughput_3_percent_
     slower40 = run(0.40 * truth)
     slower40.assert_outcomes(failed=1)
     slower40.stdout.fnmatch_lines(
-        ["*paced C=4 ttft_p99_s: * ms vs golden * (+[34][0-9].[0-9] %, p=*) \u2014 FAIL, margin 15 %*"]
+        [
+            "*paced C=4 ttft_p99_s: * ms vs golden * (+[34][0-9].[0-9] %, p=*) \u2014 FAIL, margin 15 %*"
+        ]
     )
     # The throughput check ran first and passed: only the TTFT gate failed.
     assert not any("paced C=4: " in line and "FAIL" in line for line in slower40.outlines)
@@ -321,17 +323,26 @@ def test_slo_met(llmperf, llm_concurrency):
 def test_slo_missed(llmperf, llm_concurrency):
     point = llmperf.measure(concurrency=llm_concurrency)
     llmperf.expect(point, ttft_p99_s=0.000001)
+
+def test_unknown_figure(llmperf, llm_concurrency):
+    point = llmperf.measure(concurrency=llm_concurrency)
+    llmperf.check(point, metric="ttft_p95_s")
 """
     )
     result = pytester.runpytest_subprocess("--llm-profile", "data", "--perf-json", "out.json")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*data C=2: misses its SLO:",
             "*ttft_p99_s * ms (mean of 2 runs) is above the limit 0.0 ms by * ms (+*%)",
         ]
     )
+    result.stdout.fnmatch_lines(
+        ["*llmperf.check: unknown metric 'ttft_p95_s'; choose from output_tok_s, *ttft_p99_s*"]
+    )
+    assert "Traceback" not in result.stdout.str()
     points = json.loads((pytester.path / "out.json").read_text())["points"]
+    assert len(points) == 3
     for point in points:
         for run in point["runs"]:
             # Every request met limits this loose: goodput is the finished requests per second.
