@@ -132,3 +132,47 @@ def test_loading_progress_is_shown_while_the_server_loads(pytester):
         ["gpu: loading weights * % (*/11 shards), * s", "gpu: capturing * CUDA graphs*, * s"]
     )
     assert processes_with(marker) == []
+
+
+def test_sigterm_mid_measurement_interrupts_the_run_every_time(pytester):
+    """SIGTERM while streams are being read: raised as KeyboardInterrupt inside the event loop it
+    could land in a transport callback and be swallowed as a broken stream (the run then went
+    on); routed through SIGINT, asyncio cancels the run and pytest stops, every time."""
+    pytester.makefile(
+        ".toml",
+        profiles=f"""
+        [profiles.paced]  # a token every 0.5 ms: the client reads all the time
+        engine = "command"
+        command = ["{sys.executable}", "-m", "pytest_llmperf.sim.paced", "--port", "{{port}}",
+                   "--itl-ms", "0.5"]
+        api = "sglang"
+        shutdown_timeout_s = 5
+        concurrency = [8]
+        runs = 50
+        output_len = 2000
+        min_requests = 64
+        """,
+    )
+    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+    pytester.makepyfile(
+        test_perf="""
+def test_long(llmperf, llm_concurrency):
+    llmperf.measure(concurrency=llm_concurrency)
+"""
+    )
+    for attempt in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_perf.py",
+             "--llm-profile", "paced"],
+            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            time.sleep(2.5 + 0.3 * attempt)  # measuring by now (runs of about 8 s)
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == pytest.ExitCode.INTERRUPTED, (attempt, out[-1500:])
+        assert "KeyboardInterrupt" in out, out[-1500:]
+        assert processes_with("pytest_llmperf.sim.paced") == []
