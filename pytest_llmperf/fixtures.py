@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmperf.core.format import signed_percent
-from pytest_llmperf.core.metrics import summarize_run
+from pytest_llmperf.core.metrics import MIN_SAMPLES, summarize_run
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
@@ -194,6 +194,14 @@ def _known_metric(method: str, metric: str) -> None:
             f"llmperf.{method}: unknown metric {metric!r}; choose from {', '.join(METRICS)}",
             pytrace=False,
         )
+
+
+def _too_few_samples(point: MeasuredPoint) -> int | None:
+    """The fewest values a run of ``point`` had for its latency percentile, when too few."""
+    from pytest_llmperf.core.metrics import too_few_samples
+
+    counts = [n for n in (too_few_samples(r, point.metric) for r in point.runs) if n is not None]
+    return min(counts) if counts else None
 
 
 def _fail_if_invalid(point: Point, what: str) -> None:
@@ -544,13 +552,16 @@ class LLMPerfFixture:
             warn_margin=warn_margin,
             latency=point.lower_is_better,
         )
+        few = _too_few_samples(point)
         if self.session.settings.update:
             # --perf-update-runs auto: topped up, a run at a time, until the golden is precise
-            # (with --perf-pool: the golden as pooled with this launch's runs).
+            # (with --perf-pool: the golden as pooled with this launch's runs). A tail that its
+            # runs cannot estimate never gets precise: more runs would be spent for nothing.
             pooled = self._golden_values(point) if self.session.settings.pool else []
             first = MIN_STAGE if len(pooled) >= RECORD_MIN_RUNS else RECORD_MIN_RUNS
             while (
-                self.session.settings.update_runs is None
+                few is None
+                and self.session.settings.update_runs is None
                 and first <= len(point.values) < RECORD_MAX_RUNS
                 and not golden_is_precise([*pooled, *point.values], m.fail)
             ):
@@ -573,7 +584,7 @@ class LLMPerfFixture:
                 gold,
                 fail_margin=m.fail,
                 warn_margin=m.warn,
-                last_stage=len(point.values) >= STAGES[-1],
+                last_stage=few is not None or len(point.values) >= STAGES[-1],
                 lower_is_better=point.lower_is_better,
             )
 
@@ -585,7 +596,17 @@ class LLMPerfFixture:
             if point.problems:
                 return self.check(point, fail_margin=m.fail, warn_margin=m.warn)
             result = verdict()
-        check.conclude(point, result, entry, path, m.fail)
+        detail = ""
+        if few is not None and result.outcome is Outcome.FAIL:
+            # Reported, never failed: one slow request moves such a "p99" by all of its value.
+            result = replace(result, outcome=Outcome.WARN)
+            q = point.metric.split("_")[1]
+            detail = (
+                f" (a run had only {few} values, too few for a {q}, which needs "
+                f"{MIN_SAMPLES[q]}: reported, not failed; lengthen window_s or min_requests to "
+                "gate it)"
+            )
+        check.conclude(point, result, entry, path, m.fail, detail)
 
 
 @dataclass

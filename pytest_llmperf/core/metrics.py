@@ -520,6 +520,20 @@ def lower_is_better(metric: str) -> bool:
     return metric in LATENCY_METRICS
 
 
+#: A run's percentile q is estimated from at least this many values: below it, a p99 is
+#: nearly the run's slowest value, and one hiccup moves it by the whole of it.
+MIN_SAMPLES = {"p50": 2, "p90": 10, "p99": 100}
+
+
+def too_few_samples(run: RunMetrics, metric: str) -> int | None:
+    """For a latency percentile: the run's number of values when too few to estimate it, else None."""
+    if metric not in LATENCY_METRICS:
+        return None
+    name, q, _ = metric.split("_")
+    n = getattr(run, f"{name}_s").get("n", 0)
+    return n if n < MIN_SAMPLES[q] else None
+
+
 def figure(run: RunMetrics, metric: str) -> float:
     """One run's value of ``metric`` (NaN when the run has none, e.g. goodput without an SLO)."""
     if metric == "request_tok_s":

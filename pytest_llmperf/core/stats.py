@@ -87,9 +87,10 @@ def weighted_percentile(
 def distribution(
     values: Sequence[float], weights: Sequence[float] | None = None
 ) -> dict[str, float]:
-    """Mean and p50/p90/p99 (weighted when ``weights`` are given); NaN when there are no values."""
+    """Mean and p50/p90/p99 (weighted when ``weights`` are given) and the number of values ``n``;
+    NaN when there are none."""
     if not values:
-        return {"mean": math.nan, "p50": math.nan, "p90": math.nan, "p99": math.nan}
+        return {"mean": math.nan, "p50": math.nan, "p90": math.nan, "p99": math.nan, "n": 0}
     if weights is None:
         mean = statistics.fmean(values)
     else:
@@ -97,4 +98,5 @@ def distribution(
     return {
         "mean": mean,
         **{f"p{q}": weighted_percentile(values, weights, q) for q in (50, 90, 99)},
+        "n": len(values),
     }

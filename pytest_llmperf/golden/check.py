@@ -69,17 +69,24 @@ def compare(
 
 
 def conclude(
-    point: Point, verdict: Verdict, entry: dict[str, Any], path: Path, fail_margin: float
+    point: Point,
+    verdict: Verdict,
+    entry: dict[str, Any],
+    path: Path,
+    fail_margin: float,
+    detail: str = "",
 ) -> None:
-    """Store the verdict on the point; fail the test unless it passes."""
+    """Store the verdict on the point (``detail`` ends its message); fail the test unless it
+    passes."""
     __tracebackhide__ = True
     gold_mean = entry["summary"]["mean"]
     point.outcome = verdict.outcome
     point.golden = {"mean": gold_mean, "n": len(entry["runs"]), "path": str(path)}
     point.ratio = verdict.ratio
     point.p_value = verdict.p
-    point.message = describe(
-        point.label, point.summary.mean, gold_mean, verdict, fail_margin, unit=point.unit
+    point.message = (
+        describe(point.label, point.summary.mean, gold_mean, verdict, fail_margin, unit=point.unit)
+        + detail
     )
     if not verdict.passed:
         changes = "".join(f"\n    {line}" for line in point.environment_changes)

@@ -21,7 +21,8 @@ GATED_SUITE = """
 def test_latency(llmperf, llm_concurrency):
     point = llmperf.measure(concurrency=llm_concurrency)
     llmperf.check(point)
-    llmperf.check(point, metric="ttft_p99_s")
+    llmperf.check(point, metric="ttft_p99_s")  # 16 requests a run: too few for a p99
+    llmperf.check(point, metric="ttft_p50_s")
 """
 
 
@@ -126,14 +127,27 @@ def test_ttft_40_percent_up_fails_the_ttft_gate_and_passes_throughput_3_percent_
     run(0.0, "--perf-update", "--perf-update-runs", "5").assert_outcomes(passed=1)
     slower40 = run(0.40 * truth)
     slower40.assert_outcomes(failed=1)
+    print("\n".join(line for line in slower40.outlines if line.startswith("paced ")))
     slower40.stdout.fnmatch_lines(
         [
-            "*paced C=4 ttft_p99_s: * ms vs golden * (+[34][0-9].[0-9] %, p=*) \u2014 FAIL, margin 15 %*"
+            "*paced C=4 ttft_p50_s: * ms vs golden * (+[34][0-9].[0-9] %, p=*) \u2014 FAIL, margin 15 %*"
         ]
     )
-    # The throughput check ran first and passed: only the TTFT gate failed.
+    # The throughput check ran first and passed: only the TTFT gate failed. The p99 of 16
+    # requests a run is nearly their slowest: it rose as much, but is reported, not failed.
     assert not any("paced C=4: " in line and "FAIL" in line for line in slower40.outlines)
-    slower40.stdout.fnmatch_lines(["paced*latency*4*PASS", "paced*latency ttft_p99_s (ms)*4*FAIL"])
+    slower40.stdout.fnmatch_lines(
+        [
+            "paced*latency *4*PASS",
+            "paced*latency ttft_p99_s (ms)*4*WARN",
+            "paced*latency ttft_p50_s (ms)*4*FAIL",
+        ]
+    )
+    slower40.stdout.fnmatch_lines(
+        [
+            "WARN paced C=4 ttft_p99_s: * (a run had only 16 values, too few for a p99, which needs 100*"
+        ]
+    )
     slower3 = run(0.03 * truth)
     slower3.assert_outcomes(passed=1)
     assert not any("FAIL" in line for line in slower3.outlines)
