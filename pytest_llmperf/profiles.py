@@ -664,9 +664,7 @@ def _check_workload(where: str, f: dict[str, Any], input_len: Lengths | None) ->
         raise ProfileError(
             f"{where}, field 'shared_prefix_len': applies to synthetic prompts; set input_len too."
         )
-    if input_len is not None and prefix >= min(
-        input_len.values or (input_len.uniform[0],) if input_len.uniform else input_len.values
-    ):
+    if input_len is not None and prefix >= input_len.smallest:
         raise ProfileError(
             f"{where}, field 'shared_prefix_len': {prefix} leaves no token of its own to the "
             "shortest prompt of input_len; make it smaller than every input length."

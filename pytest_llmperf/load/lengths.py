@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,8 +51,8 @@ class Lengths:
         return sum(v * w for v, w in zip(self.values, weights)) / sum(weights)
 
     @property
-    def largest(self) -> int:
-        return self.uniform[1] if self.uniform is not None else max(self.values)
+    def smallest(self) -> int:
+        return self.uniform[0] if self.uniform is not None else min(self.values)
 
     def draw(self, rng: random.Random) -> int:
         if self.uniform is not None:
@@ -124,7 +123,3 @@ def _is_pos_int(v: Any) -> bool:
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def mean_of(lengths: Sequence[int]) -> float:
-    return sum(lengths) / len(lengths) if lengths else 0.0

@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, fields
 from typing import Any
 
 perf_counter = time.perf_counter
@@ -132,22 +133,26 @@ _HEAD = (
 )
 
 
+@dataclass(frozen=True)
+class Pacing:
+    """How each stream is paced: the command-line options, in their units."""
+
+    itl_ms: float = 0.0
+    tokens_per_chunk: int = 1
+    framing: str = "event"  # "event" or "stream"
+    ttft_ms: float = 0.0
+    prefill_us_per_token: float = 0.0
+    extra_prompt_tokens: int = 0
+
+
 class SSEProtocol(asyncio.Protocol):
-    def __init__(
-        self,
-        itl_s: float,
-        per_chunk: int = 1,
-        framing: str = "event",
-        ttft_s: float = 0.0,
-        prefill_s_per_token: float = 0.0,
-        extra_prompt_tokens: int = 0,
-    ) -> None:
-        self.itl_s = itl_s
-        self.extra_prompt_tokens = extra_prompt_tokens
-        self.ttft_s = ttft_s
-        self.prefill_s_per_token = prefill_s_per_token
-        self.per_chunk = per_chunk
-        self.framing = framing
+    def __init__(self, pacing: Pacing) -> None:
+        self.itl_s = pacing.itl_ms / 1000.0
+        self.per_chunk = pacing.tokens_per_chunk
+        self.framing = pacing.framing
+        self.ttft_s = pacing.ttft_ms / 1000.0
+        self.prefill_s_per_token = pacing.prefill_us_per_token / 1e6
+        self.extra_prompt_tokens = pacing.extra_prompt_tokens
         self.buf = b""
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set on connection_made
 
@@ -203,8 +208,8 @@ class SSEProtocol(asyncio.Protocol):
         usage_each = bool((req.get("stream_options") or {}).get("continuous_usage_stats"))
         ids = req.get("input_ids") if path == "/generate" else req.get("prompt")
         prompt = len(ids) if isinstance(ids, list) and ids and isinstance(ids[0], int) else 8
-        prompt += self.extra_prompt_tokens
-        events = _events(path, n, usage_each, chat, self.per_chunk, prompt)
+        reported = prompt + self.extra_prompt_tokens
+        events = _events(path, n, usage_each, chat, self.per_chunk, reported)
         first_s = self.ttft_s + self.prefill_s_per_token * prompt
         if self.itl_s <= 0 and first_s <= 0:
             self.transport.write(
@@ -236,29 +241,9 @@ class SSEProtocol(asyncio.Protocol):
         loop.call_at(start + first_s + self.itl_s, send, 0)
 
 
-async def serve(
-    port: int,
-    itl_ms: float,
-    per_chunk: int = 1,
-    framing: str = "event",
-    ttft_ms: float = 0.0,
-    prefill_us_per_token: float = 0.0,
-    extra_prompt_tokens: int = 0,
-) -> None:
+async def serve(port: int, pacing: Pacing) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: SSEProtocol(
-            itl_ms / 1000.0,
-            per_chunk,
-            framing,
-            ttft_ms / 1000.0,
-            prefill_us_per_token / 1e6,
-            extra_prompt_tokens,
-        ),
-        "127.0.0.1",
-        port,
-        backlog=4096,
-    )
+    server = await loop.create_server(lambda: SSEProtocol(pacing), "127.0.0.1", port, backlog=4096)
     print(f"ready on 127.0.0.1:{port}", flush=True)
     async with server:
         await server.serve_forever()
@@ -298,17 +283,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    asyncio.run(
-        serve(
-            args.port,
-            args.itl_ms,
-            args.tokens_per_chunk,
-            args.framing,
-            args.ttft_ms,
-            args.prefill_us_per_token,
-            args.extra_prompt_tokens,
-        )
-    )
+    pacing = Pacing(**{f.name: getattr(args, f.name) for f in fields(Pacing)})
+    asyncio.run(serve(args.port, pacing))
 
 
 if __name__ == "__main__":

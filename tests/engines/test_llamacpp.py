@@ -42,6 +42,23 @@ def llama_profile():
 
 
 @pytest.fixture
+def llama_url(llama_profile, tmp_path):
+    """A llama-server of the shipped profile, started outside the plugin, ready; killed after."""
+    port = free_port("127.0.0.1")
+    command = build_command(llama_profile, "127.0.0.1", port, tmp_path)
+    server = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for_health(url)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+@pytest.fixture
 def project(pytester, llama_profile):
     """A pytester project using the repository's profiles, suite and baselines, as a user would."""
     pytester.makeini(
@@ -174,7 +191,7 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
         server.wait()
 
 
-def test_a_window_on_a_server_that_counts_only_at_the_end(llama_profile, tmp_path):
+def test_a_window_on_a_server_that_counts_only_at_the_end(llama_url):
     """llama-server's OpenAI stream carries usage only in its last event, so the tokens of a
     request cut at a window's close are counted at the finished requests' tokens per chunk
     (one per event here, checked), and the windowed figure agrees with whole requests."""
@@ -182,34 +199,24 @@ def test_a_window_on_a_server_that_counts_only_at_the_end(llama_profile, tmp_pat
     from pytest_llmperf.load.loadgen import LevelPlan, measure_level
     from pytest_llmperf.load.workload import Workload
 
-    port = free_port("127.0.0.1")
-    command = build_command(llama_profile, "127.0.0.1", port, tmp_path)
-    server = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    url = llama_url
+    workload = Workload(api="openai", output_len=64, extra_body={"cache_prompt": False})
+    (windowed,) = measure_level(url, workload, LevelPlan(2, 0, 1, window_s=4.0))
+    (whole,) = measure_level(url, workload, LevelPlan(2, 16, 1))
+    w = metrics.summarize_run(windowed, 64)
+    n = metrics.summarize_run(whole, 64)
+    assert w.valid and n.valid, (w.problems, n.problems)
+    assert w.window is not None and w.window["tokens_estimated"]
+    assert w.window["cancelled_requests"] == 2
+    assert metrics.tokens_per_chunk(windowed.records) == 1.0
+    print(
+        f"llama-server C=2: window {w.output_tok_s:.1f} tok/s, whole requests {n.output_tok_s:.1f}"
     )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(url)
-        workload = Workload(api="openai", output_len=64, extra_body={"cache_prompt": False})
-        (windowed,) = measure_level(url, workload, LevelPlan(2, 0, 1, window_s=4.0))
-        (whole,) = measure_level(url, workload, LevelPlan(2, 16, 1))
-        w = metrics.summarize_run(windowed, 64)
-        n = metrics.summarize_run(whole, 64)
-        assert w.valid and n.valid, (w.problems, n.problems)
-        assert w.window is not None and w.window["tokens_estimated"]
-        assert w.window["cancelled_requests"] == 2
-        assert metrics.tokens_per_chunk(windowed.records) == 1.0
-        print(
-            f"llama-server C=2: window {w.output_tok_s:.1f} tok/s, whole requests {n.output_tok_s:.1f}"
-        )
-        # Client and server share 2 cores, and runs here vary by 4-8 %: a wide but real check.
-        assert w.output_tok_s == pytest.approx(n.output_tok_s, rel=0.15)
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
+    # Client and server share 2 cores, and runs here vary by 4-8 %: a wide but real check.
+    assert w.output_tok_s == pytest.approx(n.output_tok_s, rel=0.15)
 
 
-def test_token_id_prompts_and_the_chat_api_on_llama_server(llama_profile, tmp_path):
+def test_token_id_prompts_and_the_chat_api_on_llama_server(llama_url):
     """llama.cpp takes a list of token ids as ``prompt`` and counts exactly those (no BOS is
     added to ids), so input lengths are exact without a tokenizer; its chat endpoint streams
     with usage."""
@@ -218,22 +225,12 @@ def test_token_id_prompts_and_the_chat_api_on_llama_server(llama_profile, tmp_pa
     from pytest_llmperf.load.loadgen import LevelPlan, measure_level
     from pytest_llmperf.load.workload import Workload
 
-    port = free_port("127.0.0.1")
-    command = build_command(llama_profile, "127.0.0.1", port, tmp_path)
-    server = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(url)
-        common = {"output_len": 16, "model": "smollm2", "extra_body": {"cache_prompt": False}}
-        ids = Workload(api="openai", input=Lengths((200, 400)), **common)
-        chat = Workload(api="chat", **common)
-        (by_ids,) = measure_level(url, ids, LevelPlan(2, 8, 1))
-        (by_chat,) = measure_level(url, chat, LevelPlan(2, 8, 1))
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
+    url = llama_url
+    common = {"output_len": 16, "model": "smollm2", "extra_body": {"cache_prompt": False}}
+    ids = Workload(api="openai", input=Lengths((200, 400)), **common)
+    chat = Workload(api="chat", **common)
+    (by_ids,) = measure_level(url, ids, LevelPlan(2, 8, 1))
+    (by_chat,) = measure_level(url, chat, LevelPlan(2, 8, 1))
     sent = [r.sent_prompt_tokens for r in by_ids.records]
     assert set(sent) <= {200, 400} and len(set(sent)) == 2, sent  # drawn per request
     assert [r.prompt_tokens for r in by_ids.records] == sent
