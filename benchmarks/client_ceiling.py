@@ -40,9 +40,9 @@ import httpx
 import psutil
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.engines.lifecycle import free_port
 from pytest_llmperf.load.loadgen import LevelPlan, measure_level, measure_level_async
 from pytest_llmperf.load.workload import Workload
+from pytest_llmperf.servers.lifecycle import free_port
 from pytest_llmperf.sim import paced
 
 PACED_ITL_MS = 20.0

@@ -21,10 +21,10 @@ import sys
 from pathlib import Path
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.engines.lifecycle import build_command, free_port, wait_for_health
 from pytest_llmperf.load.loadgen import LevelPlan, measure_level
 from pytest_llmperf.load.workload import Workload
 from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.servers.lifecycle import build_command, free_port, wait_for_health
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT_LEN = 64

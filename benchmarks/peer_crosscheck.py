@@ -44,11 +44,11 @@ import httpx
 from client_ceiling import run_aiperf
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.engines.lifecycle import build_command, free_port, wait_for_health
 from pytest_llmperf.load.loadgen import LevelPlan, measure_level
 from pytest_llmperf.load.prompts import default_prompts
 from pytest_llmperf.load.workload import Workload
 from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.servers.lifecycle import build_command, free_port, wait_for_health
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT_LEN = 64
@@ -191,7 +191,7 @@ def run_bench_serving(
 def sglang_crosscheck(args: argparse.Namespace) -> None:
     from dataclasses import replace
 
-    from pytest_llmperf.engines import lifecycle
+    from pytest_llmperf.servers import lifecycle
 
     profile = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles["sglang-cpu"]
     cores = sorted(os.sched_getaffinity(0))

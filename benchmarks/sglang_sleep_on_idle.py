@@ -21,10 +21,10 @@ from pathlib import Path
 import psutil
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.engines import lifecycle
 from pytest_llmperf.load.loadgen import LevelPlan, measure_level
 from pytest_llmperf.load.workload import Workload
 from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.servers import lifecycle
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT_LEN = 128

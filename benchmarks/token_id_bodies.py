@@ -16,7 +16,7 @@ import time
 
 import httpx
 
-from pytest_llmperf.load.lengths import Lengths
+from pytest_llmperf.core.lengths import Lengths
 from pytest_llmperf.load.loadgen import request_source
 from pytest_llmperf.load.workload import Workload
 

@@ -28,7 +28,7 @@ from pytest_llmperf.profiles import Profile
 
 
 @dataclass(frozen=True)
-class LevelPlan:
+class PlannedLevel:
     profile: str
     concurrency: int
     runs: int
@@ -41,10 +41,9 @@ class LevelPlan:
 
 def golden_runs(baseline_dir: Path, profile: Profile) -> dict[int, list[float]]:
     """Recorded output tok/s runs per level of the profile's golden on this hardware ({} if none)."""
-    from pytest_llmperf.golden.fingerprint import hardware
-
     try:
-        data = load(golden_path(baseline_dir, profile.name, hardware(profile)["key"])) or {}
+        key = profile.kind.hardware(profile)["key"]
+        data = load(golden_path(baseline_dir, profile.name, key)) or {}
     except (GoldenError, OSError):
         return {}
     out: dict[int, list[float]] = {}
@@ -64,7 +63,7 @@ def levels(
     recording: bool = False,
     update_runs: int | None = None,
     pool: bool = False,
-) -> list[LevelPlan]:
+) -> list[PlannedLevel]:
     """One entry per (profile, level) the collected tests measure, in run order;
     ``update_runs``: --perf-update-runs when recording (None: auto); ``pool``: --perf-pool."""
     goldens: dict[str, dict[int, list[float]]] = {}
@@ -94,7 +93,7 @@ def levels(
             tokens = round(speed * measured) if speed else 0
             requests = round(tokens / profile.output_len)
             seconds = measured + (runs - 1) * profile.settle_s + (warmup / speed if speed else 0.0)
-        plans.append(LevelPlan(profile.name, c, runs, requests, tokens, seconds, up_to))
+        plans.append(PlannedLevel(profile.name, c, runs, requests, tokens, seconds, up_to))
     return plans
 
 
@@ -102,13 +101,13 @@ def _named(profile: Profile, name: str) -> Profile:
     return profile if profile.name == name else replace(profile, name=name)
 
 
-def lines(plans: list[LevelPlan], *, recording: bool) -> list[str]:
+def lines(plans: list[PlannedLevel], *, recording: bool) -> list[str]:
     """The plan as the terminal shows it: one line per profile, then the total."""
     out = [f"llmperf plan{' (recording goldens)' if recording else ''}:"]
     total = 0.0
     untimed = 0
     for name in dict.fromkeys(p.profile for p in plans):
-        mine = [p for p in plans if p.profile == name]
+        mine = sorted((p for p in plans if p.profile == name), key=lambda p: p.concurrency)
         timed = [p.seconds for p in mine if p.seconds is not None]
         untimed += len(mine) - len(timed)
         total += sum(timed)
@@ -127,7 +126,7 @@ def lines(plans: list[LevelPlan], *, recording: bool) -> list[str]:
     return out
 
 
-def _up_to(plans: list[LevelPlan]) -> str:
+def _up_to(plans: list[PlannedLevel]) -> str:
     most = max((p.up_to for p in plans if p.up_to is not None), default=None)
     return f" (up to {most} where the golden is not yet precise)" if most else ""
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_llmperf import preflight
+from pytest_llmperf.fixtures import markers
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.selection import measurement_params, select_profiles, speedup_params
 from pytest_llmperf.session import SESSION_KEY, LLMPerfSession
@@ -38,13 +39,9 @@ from pytest_llmperf.settings import Settings, add_options
 
 if TYPE_CHECKING:
     from pytest_llmperf.core.points import Point
-    from pytest_llmperf.engines.lifecycle import ServerHandle
     from pytest_llmperf.fixtures import LLMPerfFixture, LLMPerfSpeedupFixture
+    from pytest_llmperf.servers.lifecycle import ServerHandle
 
-MARKER = (
-    "llmperf(fail_margin=0.15, warn_margin=0.05, concurrency=[1, 10]): this test's verdict margins, "
-    "overriding the profile's, and the levels it runs at (of each profile's)"
-)
 #: Sorts the speedup tests after every profile's measurements.
 AFTER_ALL_PROFILES = 1 << 30
 
@@ -54,7 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", MARKER)
+    config.addinivalue_line("markers", markers.DESCRIPTION)
     settings = Settings.from_pytest_config(config)
     profiles, selected = select_profiles(settings)
     if selected and not settings.plan_only:
@@ -74,8 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _warn_about_leftover_servers(config: pytest.Config, settings: Settings) -> None:
-    from pytest_llmperf.engines import leftovers
     from pytest_llmperf.errors import LLMPerfWarning
+    from pytest_llmperf.servers import leftovers
 
     found = leftovers.still_running(settings.run_dir_root)
     if found:
@@ -146,30 +143,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{session.settings.profiles_file}. Pass --llm-profiles-file PATH (ini: llmperf_profiles_file)."
         )
     with_levels = "llm_concurrency" in metafunc.fixturenames
-    values, ids = measurement_params(
-        session.selected, with_levels, marker_levels(metafunc.definition)
-    )
+    levels = markers.MarkerOptions.from_item(metafunc.definition).concurrency
+    values, ids = measurement_params(session.selected, with_levels, levels)
     names = ("llm_profile", "llm_concurrency") if with_levels else "llm_profile"
     metafunc.parametrize(names, values, indirect=["llm_profile"], scope="session", ids=ids)
-
-
-def marker_levels(node: pytest.Item) -> list[int] | None:
-    """``@pytest.mark.llmperf(concurrency=[1, 10, 70])``: the levels this test runs at (those
-    of each profile's levels it names), or None for all of them."""
-    mark = node.get_closest_marker("llmperf")
-    levels = mark.kwargs.get("concurrency") if mark is not None else None
-    if levels is None:
-        return None
-    if not (
-        isinstance(levels, (list, tuple))
-        and levels
-        and all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in levels)
-    ):
-        raise pytest.UsageError(
-            f"{node.nodeid}: @pytest.mark.llmperf(concurrency={levels!r}) must be a non-empty list "
-            "of positive integers, e.g. [1, 10, 70]."
-        )
-    return list(levels)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -222,7 +199,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         update_runs=settings.update_runs,
         pool=settings.pool,
     )
-    for line in plan.lines(state.plan, recording=settings.update):
+    from pytest_llmperf.fixtures.server import unfair_plan_lines
+
+    for line in [*plan.lines(state.plan, recording=settings.update), *unfair_plan_lines(state)]:
         reporter.write_line(line)
 
 
@@ -247,7 +226,7 @@ def llm_profile(request: pytest.FixtureRequest) -> Profile:
 
 @pytest.fixture(scope="session")
 def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator[ServerHandle]:
-    from pytest_llmperf.fixtures import start_server, stop_server
+    from pytest_llmperf.fixtures.server import start_server, stop_server
     from pytest_llmperf.progress import ProgressLine
 
     handle = start_server(
@@ -263,7 +242,7 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
 def llmperf(
     llm_profile: Profile, llm_server: ServerHandle, request: pytest.FixtureRequest
 ) -> Iterator[LLMPerfFixture]:
-    from pytest_llmperf.fixtures import LLMPerfFixture, marker_margins
+    from pytest_llmperf.fixtures import LLMPerfFixture
 
     if llm_server.died:
         pytest.skip(f"{llm_profile.name}: the server {llm_server.died}; see {llm_server.log_path}")
@@ -274,7 +253,7 @@ def llmperf(
         llm_server,
         request.config.stash[SESSION_KEY],
         request.node.nodeid,
-        marker_margins(request.node),
+        markers.MarkerOptions.from_item(request.node),
         progress=ProgressLine.of(request.config),
     )
     yield fixture
@@ -284,7 +263,7 @@ def llmperf(
 @pytest.fixture
 def llmperf_speedup(request: pytest.FixtureRequest) -> Iterator[LLMPerfSpeedupFixture]:
     """Gate a speculative profile's speedup over its base, both measured in this run."""
-    from pytest_llmperf.fixtures import LLMPerfSpeedupFixture, marker_margins
+    from pytest_llmperf.fixtures import LLMPerfSpeedupFixture
 
     session = request.config.stash[SESSION_KEY]
     spec, base, concurrency = request.param
@@ -294,7 +273,7 @@ def llmperf_speedup(request: pytest.FixtureRequest) -> Iterator[LLMPerfSpeedupFi
         concurrency,
         session,
         request.node.nodeid,
-        marker_margins(request.node),
+        markers.MarkerOptions.from_item(request.node),
     )
     yield fixture
     _add_junit_properties(request.node, fixture.measured)
@@ -347,6 +326,6 @@ def _write_summary(
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(SESSION_KEY, None)
     if state is not None:
-        state.finish()
-        if state.output_failures and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a result was lost: not a green run
+        failed = state.finish()
+        if failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = failed  # a result was lost: not a green run

@@ -19,41 +19,24 @@ import difflib
 import json
 import os
 import re
-import string
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf import engines
+from pytest_llmperf.core.lengths import Lengths, LengthsError, parse_lengths
 from pytest_llmperf.core.metrics import SLO_KEYS
+from pytest_llmperf.engines import Engine
 from pytest_llmperf.errors import ProfileError
-from pytest_llmperf.load.lengths import Lengths, LengthsError, parse_lengths
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-ENGINES = ("sglang", "sim", "llamacpp", "command")
 APIS = ("sglang", "openai", "chat")
-#: Placeholders a ``command`` (and a command profile's ``model``) may use; the launcher fills them in.
-COMMAND_PLACEHOLDERS = ("host", "port", "model", "python", "run_dir")
-#: Where each engine answers 200 once it can serve. SGLang's /health_generate runs a real
-#: one-token generation; llama.cpp's /health answers 503 while the model loads.
-HEALTH_PATHS = {
-    "sglang": "/health_generate",
-    "sim": "/health_generate",
-    "llamacpp": "/health",
-    "command": "/health",
-}
-#: Flags that make a server speculative, per engine (``speculative = true|false`` overrides).
-SPECULATIVE_FLAGS = {
-    "sglang": ("--speculative-algorithm",),
-    "sim": ("--speculative-algorithm",),
-    "llamacpp": ("-md", "--model-draft"),
-    "command": ("--speculative-algorithm", "-md", "--model-draft"),
-}
 
 #: Profile names become file and directory names (goldens, logs): no separators, no "..".
 PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -76,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "command": None,
     "binary": "llama-server",
     "health_path": None,
+    "url": None,
     "speculative": None,
     "host": "127.0.0.1",
     "api": "sglang",
@@ -100,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "latency_fail_margin": 0.30,
     "latency_warn_margin": 0.10,
     "base_profile": None,
+    "differs_from_base": None,
     "gpu_wait_s": 0.0,
     "api_key_env": None,
 }
@@ -123,8 +108,10 @@ class Profile:
     command: tuple[str, ...] | None = None
     #: engine = "llamacpp": the ``llama-server`` executable (a path, or a name on PATH).
     binary: str = "llama-server"
-    #: The readiness endpoint; None: the engine's (see HEALTH_PATHS).
+    #: The readiness endpoint; None: the engine's.
     health_path: str | None = None
+    #: engine = "remote": the base URL of the server someone else runs.
+    url: str | None = None
     #: Whether the server speculates; None: detected from the engine's flags.
     speculative_setting: bool | None = None
     host: str = "127.0.0.1"
@@ -169,6 +156,9 @@ class Profile:
     latency_warn_margin: float = 0.10
     #: A speculative profile's non-speculative counterpart (explicit, or found along ``extends``).
     base_profile: str | None = None
+    #: Why a speculative profile differs from its base beyond speculation, on purpose (the
+    #: plan says so once instead of a warning per launch).
+    differs_from_base: str | None = None
     #: engine = "sglang": wait this long for other processes to free the GPUs before failing.
     gpu_wait_s: float = 0.0
     #: The environment variable whose value the client sends as ``Authorization: Bearer``
@@ -200,15 +190,19 @@ class Profile:
         return self.output_lengths or Lengths.fixed(self.output_len)
 
     @property
+    def kind(self) -> Engine:
+        """The engine that serves this profile (see pytest_llmperf/engines/)."""
+        return engines.get(self.engine)
+
+    @property
     def speculative(self) -> bool:
         if self.speculative_setting is not None:
             return self.speculative_setting
-        flags = SPECULATIVE_FLAGS[self.engine]
-        return any(arg.split("=", 1)[0] in flags for arg in (*self.args, *(self.command or ())))
+        return self.kind.is_speculative(self.args, self.command or ())
 
     @property
     def readiness_path(self) -> str:
-        return self.health_path or HEALTH_PATHS[self.engine]
+        return self.health_path or self.kind.health_path
 
     @property
     def interpreter(self) -> str:
@@ -410,94 +404,114 @@ def _as_fields(profile: Profile) -> dict[str, Any]:
     return fields
 
 
-def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Profile:
-    where = f"{path}: profile {name!r}"
-    _check(
-        where,
-        "engine",
-        f["engine"],
-        lambda v: v in ENGINES,
-        f"one of {', '.join(map(repr, ENGINES))}",
-    )
-    _check(where, "api", f["api"], lambda v: v in APIS, f"one of {', '.join(map(repr, APIS))}")
-    _check(
-        where,
-        "model",
-        f["model"],
-        lambda v: isinstance(v, str) and v,
-        "a non-empty string (passed as --model-path)",
-    )
-    _check(
-        where,
-        "python",
-        f["python"],
-        lambda v: v is None or (isinstance(v, str) and v),
+def _is_pos_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str) and bool(v)
+
+
+def _is_fraction(v: Any) -> bool:
+    return _is_number(v) and 0 < v < 1
+
+
+#: One check per field whose value is judged alone: what it must be, and how that is said.
+FIELD_CHECKS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "api": (lambda v: v in APIS, f"one of {', '.join(map(repr, APIS))}"),
+    "model": (_is_str, "a non-empty string (passed as --model-path)"),
+    "python": (
+        lambda v: v is None or _is_str(v),
         "a path to a Python interpreter (relative to this file, or a name on PATH)",
-    )
-    _check(
-        where,
-        "host",
-        f["host"],
-        lambda v: isinstance(v, str) and v,
-        'a host name or address, e.g. "127.0.0.1"',
-    )
-    _check(where, "description", f["description"], lambda v: isinstance(v, str), "a string")
-    _check(
-        where,
-        "binary",
-        f["binary"],
-        lambda v: isinstance(v, str) and v,
+    ),
+    "host": (_is_str, 'a host name or address, e.g. "127.0.0.1"'),
+    "description": (lambda v: isinstance(v, str), "a string"),
+    "binary": (
+        _is_str,
         "the llama-server executable: a path (relative to this file) or a name on PATH",
-    )
-    _check(
-        where,
-        "health_path",
-        f["health_path"],
+    ),
+    "health_path": (
         lambda v: v is None or (isinstance(v, str) and v.startswith("/")),
         'a URL path that answers 200 once the server is ready, e.g. "/health"',
-    )
-    _check(
-        where,
-        "speculative",
-        f["speculative"],
+    ),
+    "speculative": (
         lambda v: v is None or isinstance(v, bool),
         "true or false (default: detected from the engine's flags)",
-    )
-    _check(
-        where,
-        "concurrency",
-        f["concurrency"],
+    ),
+    "concurrency": (
         lambda v: (
             isinstance(v, list) and v and all(_is_pos_int(c) for c in v) and len(set(v)) == len(v)
         ),
         "a non-empty list of distinct positive integers, e.g. [1, 2, 5, 10]",
-    )
-    for key in ("runs", "min_requests"):
-        _check(where, key, f[key], _is_pos_int, "a positive integer")
+    ),
+    "runs": (_is_pos_int, "a positive integer"),
+    "min_requests": (_is_pos_int, "a positive integer"),
+    "window_s": (
+        lambda v: v is None or (_is_number(v) and v > 0),
+        "a number of seconds > 0 (the steady-state window of each run), e.g. 20",
+    ),
+    "warmup": (lambda v: isinstance(v, bool), "true or false"),
+    **{
+        key: (lambda v: _is_number(v) and v > 0, "a number of seconds > 0")
+        for key in ("ready_timeout_s", "request_timeout_s")
+    },
+    **{
+        key: (lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
+        for key in ("shutdown_timeout_s", "gpu_wait_s", "settle_s")
+    },
+    **{
+        key: (_is_fraction, "a fraction between 0 and 1, e.g. 0.15")
+        for key in ("fail_margin", "warn_margin", "latency_fail_margin", "latency_warn_margin")
+    },
+    "differs_from_base": (
+        lambda v: v is None or _is_str(v),
+        "a sentence that says why this profile differs from its base beyond speculation",
+    ),
+    "api_key_env": (
+        lambda v: v is None or (isinstance(v, str) and ENV_NAME.fullmatch(v)),
+        'the name of an environment variable that holds the API key, e.g. "SGLANG_API_KEY"',
+    ),
+}
+#: Fields converted on the way into a Profile (the rest are taken as they are).
+CONVERSIONS: dict[str, Callable[[Any], Any]] = {
+    "args": tuple,
+    "env": dict,
+    "extra_body": dict,
+    "command": lambda v: tuple(v) if v is not None else None,
+    "concurrency": tuple,
+    "token_id_range": lambda v: tuple(v) if v else None,
+    "slo": lambda v: {k: float(x) for k, x in v.items()},
+    "window_s": lambda v: float(v) if v is not None else None,
+    **{
+        key: float
+        for key in (
+            "settle_s", "ready_timeout_s", "shutdown_timeout_s", "request_timeout_s",
+            "fail_margin", "warn_margin", "latency_fail_margin", "latency_warn_margin",
+            "gpu_wait_s",
+        )
+    },
+}  # fmt: skip
+
+
+def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Profile:
+    """The profile of the merged fields ``f``: each field checked (FIELD_CHECKS), then the
+    fields that depend on each other, then what the engine refuses."""
+    where = f"{path}: profile {name!r}"
+    engine = _engine(where, f["engine"])
+    for key, (ok, allowed) in FIELD_CHECKS.items():
+        _check(where, key, f[key], ok, allowed)
     output = _lengths(where, "output_len", f["output_len"])
     assert output is not None
     input_len = _lengths(where, "input_len", f["input_len"])
     _check_workload(where, f, input_len)
-    _check(
-        where,
-        "window_s",
-        f["window_s"],
-        lambda v: v is None or (_is_number(v) and v > 0),
-        "a number of seconds > 0 (the steady-state window of each run), e.g. 20",
-    )
-    _check(where, "warmup", f["warmup"], lambda v: isinstance(v, bool), "true or false")
-    for key in ("ready_timeout_s", "request_timeout_s"):
-        _check(where, key, f[key], lambda v: _is_number(v) and v > 0, "a number of seconds > 0")
-    for key in ("shutdown_timeout_s", "gpu_wait_s", "settle_s"):
-        _check(where, key, f[key], lambda v: _is_number(v) and v >= 0, "a number of seconds >= 0")
-    for key in ("fail_margin", "warn_margin", "latency_fail_margin", "latency_warn_margin"):
-        _check(
-            where,
-            key,
-            f[key],
-            lambda v: _is_number(v) and 0 < v < 1,
-            "a fraction between 0 and 1, e.g. 0.15",
-        )
     for prefix in ("", "latency_"):
         if f[f"{prefix}warn_margin"] > f[f"{prefix}fail_margin"]:
             raise ProfileError(
@@ -505,101 +519,31 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
                 f"{prefix}fail_margin {f[f'{prefix}fail_margin']}; a warning must trigger before a "
                 "failure."
             )
-
-    for arg in f["args"]:
-        flag = arg.split("=", 1)[0]
-        if f["engine"] in ("sglang", "sim") and flag in (
-            "--port",
-            "--host",
-            "--model-path",
-            "--model",
-        ):
-            raise ProfileError(
-                f"{where}, field 'args': {flag} is set by the plugin (a free port on `host`, `model` as "
-                f"--model-path); remove it from args{' and use the host field' if flag == '--host' else ''}."
-            )
-        if f["engine"] == "llamacpp" and flag in ("--port", "--host", "-m", "--model"):
-            raise ProfileError(
-                f"{where}, field 'args': {flag} is set by the plugin (a free port on `host`, `model` as -m); "
-                "remove it from args."
-            )
-    command = f["command"]
-    if f["engine"] == "command":
-        _check(
-            where,
-            "command",
-            command,
-            lambda v: isinstance(v, list) and v and all(isinstance(a, str) for a in v),
-            'a non-empty list of strings (engine = "command" starts exactly this)',
-        )
-        for arg in [*command, f["model"]]:
-            for _, placeholder, _, _ in string.Formatter().parse(arg):
-                if placeholder is not None and placeholder not in COMMAND_PLACEHOLDERS:
-                    raise ProfileError(
-                        f"{where}, field 'command': unknown placeholder {{{placeholder}}} in {arg!r}; "
-                        f"available: {', '.join('{' + p + '}' for p in COMMAND_PLACEHOLDERS)}."
-                    )
-        if not any("{port}" in arg for arg in command):
-            raise ProfileError(
-                f"{where}, field 'command': no {{port}} placeholder, so the server cannot be told the "
-                "free port the plugin picked and would never be found ready. Pass it the way the "
-                'server takes it, e.g. ["my-server", "--host", "{host}", "--port", "{port}"].'
-            )
-    elif command is not None:
-        raise ProfileError(
-            f"{where}, field 'command': only used with engine = \"command\" (this profile has "
-            f"engine = {f['engine']!r}); remove it or change the engine."
-        )
-
-    _check(
-        where,
-        "api_key_env",
-        f["api_key_env"],
-        lambda v: v is None or (isinstance(v, str) and ENV_NAME.fullmatch(v)),
-        'the name of an environment variable that holds the API key, e.g. "SGLANG_API_KEY"',
-    )
+    engine.check_fields(where, f)
+    taken = {
+        key: CONVERSIONS.get(key, lambda v: v)(f[key])
+        for key in DEFAULTS
+        if key not in ("extra_args", "speculative", "output_len", "input_len")
+    }
     return Profile(
         name=name,
         source=path,
-        description=f["description"],
-        engine=f["engine"],
-        python=f["python"],
-        model=f["model"],
-        args=tuple(f["args"]),
-        env=dict(f["env"]),
-        extra_body=dict(f["extra_body"]),
-        command=tuple(command) if command is not None else None,
-        binary=f["binary"],
-        health_path=f["health_path"],
+        **taken,
         speculative_setting=f["speculative"],
-        host=f["host"],
-        api=f["api"],
-        concurrency=tuple(f["concurrency"]),
-        runs=f["runs"],
         output_len=round(output.mean),
         output_lengths=None if output.is_fixed else output,
         input_len=input_len,
-        shared_prefix_len=f["shared_prefix_len"],
-        dataset=f["dataset"],
-        seed=f["seed"],
-        token_id_range=tuple(f["token_id_range"]) if f["token_id_range"] else None,
-        slo={k: float(v) for k, v in f["slo"].items()},
-        min_requests=f["min_requests"],
-        window_s=float(f["window_s"]) if f["window_s"] is not None else None,
-        settle_s=float(f["settle_s"]),
-        warmup=f["warmup"],
-        ready_timeout_s=float(f["ready_timeout_s"]),
-        shutdown_timeout_s=float(f["shutdown_timeout_s"]),
-        request_timeout_s=float(f["request_timeout_s"]),
-        fail_margin=float(f["fail_margin"]),
-        warn_margin=float(f["warn_margin"]),
-        latency_fail_margin=float(f["latency_fail_margin"]),
-        latency_warn_margin=float(f["latency_warn_margin"]),
-        base_profile=f["base_profile"],
-        gpu_wait_s=float(f["gpu_wait_s"]),
-        api_key_env=f["api_key_env"],
         extends=parent,
     )
+
+
+def _engine(where: str, name: Any) -> Engine:
+    if not isinstance(name, str):
+        raise ProfileError(f"{where}, field 'engine': got {name!r}; expected an engine's name.")
+    try:
+        return engines.get(name)
+    except ProfileError as exc:
+        raise ProfileError(f"{where}, field 'engine': {exc}.") from None
 
 
 def _lengths(where: str, key: str, value: Any) -> Lengths | None:
@@ -685,18 +629,6 @@ def _str_list(where: str, key: str, value: Any) -> list[str]:
         'a list of strings, e.g. ["--tp-size", "8"]',
     )
     return list(value)
-
-
-def _is_pos_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _is_str_map(v: Any) -> bool:

@@ -25,10 +25,10 @@ from pytest_llmperf.profiles import Profile, ProfileSet
 from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
-    from pytest_llmperf.engines.lifecycle import ServerHandle
     from pytest_llmperf.load.dataset import Dataset
     from pytest_llmperf.load.workload import Workload
-    from pytest_llmperf.plan import LevelPlan
+    from pytest_llmperf.plan import PlannedLevel
+    from pytest_llmperf.servers.lifecycle import ServerHandle
 
 
 @dataclass
@@ -56,7 +56,7 @@ class LLMPerfSession:
     output_failures: list[str] = field(default_factory=list)
     #: The levels still to be measured, in run order, as the plan timed them (the live line's
     #: time left in the session); a level leaves it when its measurement starts.
-    plan: list[LevelPlan] = field(default_factory=list)
+    plan: list[PlannedLevel] = field(default_factory=list)
     #: The selected profiles' request files, read and checked at configure time.
     datasets: dict[str, Dataset] = field(default_factory=dict)
     #: The workload each point was measured with, by (profile, golden key without metric):
@@ -70,6 +70,46 @@ class LLMPerfSession:
 
     def record(self, point: MeasuredPoint) -> None:
         self.points.append(point)
+
+    def record_speedup(self, point: SpeedupPoint) -> None:
+        self.speedups.append(point)
+
+    def server_started(self, name: str, handle: ServerHandle, fingerprint: Fingerprint) -> None:
+        self.servers[name] = handle
+        self.fingerprints[name] = fingerprint
+
+    def measured_with(self, point: MeasuredPoint, workload: Workload) -> None:
+        """More runs of ``point`` (stages, top-ups, another test's checks) use this workload."""
+        self.workloads[(point.profile, point.node.point_key(point.concurrency))] = workload
+
+    def workload_of(self, point: MeasuredPoint) -> Workload:
+        return self.workloads[(point.profile, point.node.point_key(point.concurrency))]
+
+    def measured_ahead_for(self, nodeid: str, concurrency: int, point: MeasuredPoint) -> None:
+        """``point`` was measured for test ``nodeid`` before it ran (llmperf.measured_by)."""
+        self.measured_ahead[(nodeid, concurrency)] = point
+
+    def take_measured_ahead(self, nodeid: str, concurrency: int) -> MeasuredPoint | None:
+        return self.measured_ahead.pop((nodeid, concurrency), None)
+
+    def level_started(self, profile: str, concurrency: int) -> None:
+        """A level's measurement starts: it is no longer part of what is left to do."""
+        at = next(
+            (
+                i
+                for i, p in enumerate(self.plan)
+                if (p.profile, p.concurrency) == (profile, concurrency)
+            ),
+            None,
+        )
+        if at is not None:
+            del self.plan[at]
+
+    def planned_seconds(self) -> tuple[float, int]:
+        """The levels still planned: their time, as the plan timed them, and how many it could
+        not time (no golden)."""
+        later = [p.seconds for p in self.plan]
+        return sum(s for s in later if s is not None), sum(s is None for s in later)
 
     def golden_file(self, profile: str) -> Path:
         return golden_path(
@@ -150,20 +190,24 @@ class LLMPerfSession:
             update=self.settings.update,
         )
 
-    def finish(self) -> None:
-        """End of the run: write the queued goldens (once, never half-way), then the output files."""
+    def finish(self) -> int:
+        """End of the run: write the queued goldens (once, never half-way), then the output
+        files. Returns the exit-status bits the run adds: a result that could not be written
+        fails an otherwise green run."""
         from pytest_llmperf.render import write
 
         if self.pending:
             self._write_goldens()
         if self.points:
+            settings = self.settings
             notes, failures = write.outputs(
                 self.results(whole_suite=False),
-                self.settings,
+                write.Outputs(settings.json_path, settings.report_dir, settings.benchmark_json),
                 created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             )
             self.report_notes += notes
             self.output_failures += failures
+        return int(pytest.ExitCode.TESTS_FAILED) if self.output_failures else 0
 
     def _write_goldens(self) -> None:
         """All queued goldens, or none when any golden this run touched is unusable."""

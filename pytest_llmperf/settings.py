@@ -152,13 +152,11 @@ def add_options(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--perf-aba",
-        "--perf-rebaseline",
         action="store_true",
         default=None,
         dest="llmperf_aba",
         help="Measure each speculative profile's base before and after it (A/B/A) and report the "
-        "base's drift; drift beyond --perf-drift-margin makes the speedup INVALID. "
-        "(--perf-rebaseline is its former name.)",
+        "base's drift; drift beyond --perf-drift-margin makes the speedup INVALID.",
     )
     parser.addini("llmperf_aba", "Like --perf-aba.", type="bool", default=False)
     group.addoption(

@@ -18,7 +18,7 @@ import httpx
 import psutil
 import pytest
 
-from pytest_llmperf.engines.lifecycle import free_port
+from pytest_llmperf.servers.lifecycle import free_port
 from pytest_llmperf.sim import paced
 
 #: Fast simulated-engine flags for tests: short load, 20x the reference node's speed.

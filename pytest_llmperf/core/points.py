@@ -54,6 +54,8 @@ class Point:
     #: For a second figure checked on the same runs (``check(point, metric=…)``): the metric
     #: the point was measured for. Its golden entry is then its own.
     gated_from: str | None = None
+    #: Why the point is reported but not gated (a percentile its runs cannot estimate).
+    ungated: str | None = None
 
     @property
     def node(self) -> NodeId:

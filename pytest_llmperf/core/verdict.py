@@ -39,19 +39,6 @@ from pytest_llmperf.core.outcome import Outcome
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = [
-    "ALPHA",
-    "IMPROVE_MARGIN",
-    "STAGES",
-    "Verdict",
-    "decide",
-    "describe",
-    "first_stage",
-    "golden_is_precise",
-    "format_value",
-    "signed_percent",
-]
-
 ALPHA = 0.01
 IMPROVE_MARGIN = 0.10
 #: Candidate runs per stage: a point that is UNCERTAIN gets more runs on the same server.
@@ -96,6 +83,14 @@ def golden_is_precise(values: Sequence[float], fail_margin: float) -> bool:
         len(values) >= RECORD_MIN_RUNS
         and half_width(values, MIN_STAGE) <= PRECISION_SHARE * fail_margin
     )
+
+
+@dataclass(frozen=True)
+class Margins:
+    """A point's verdict margins: it fails beyond ``fail``, warns beyond ``warn``."""
+
+    fail: float
+    warn: float
 
 
 @dataclass(frozen=True)
@@ -216,13 +211,28 @@ def describe(
     golden_mean: float,
     v: Verdict,
     fail_margin: float,
+    warn_margin: float | None = None,
     unit: str = "tok/s",
 ) -> str:
-    """``eagle3 C=70: 241.3 tok/s vs golden 352.0 (−31.4 %, p=0.0004, n=3 vs 10) — FAIL, margin 15 %``"""
-    p = v.p
-    extra = " (inconclusive after the last stage of runs)" if v.inconclusive else ""
+    """``eagle3 C=70: 241.3 tok/s vs golden 352.0 (−31.4 %, slower, p=0.0004, n=3 vs 10) —
+    FAIL: slower than the 15 % fail margin``: what moved, which way, and why this verdict."""
+    direction = "slower" if v.worse else "faster"
     return (
         f"{label}: {format_value(metric_mean, unit)} vs golden {format_value(golden_mean, unit, bare=True)} "
-        f"({signed_percent(v.change)} %, p={p:.2g}, n={v.n_new} vs {v.n_golden}) — {v.name}{extra}, "
-        f"margin {fail_margin * 100:g} %"
+        f"({signed_percent(v.change)} %, {direction}, p={v.p:.2g}, n={v.n_new} vs {v.n_golden}) — "
+        f"{v.name}: {_why(v, fail_margin, warn_margin)}"
     )
+
+
+def _why(v: Verdict, fail_margin: float, warn_margin: float | None) -> str:
+    fail = f"{fail_margin * 100:g} %"
+    if v.outcome is Outcome.FAIL:
+        return f"significantly slower by more than the {fail} fail margin"
+    if v.outcome is Outcome.WARN and v.inconclusive:
+        return f"a drop beyond the {fail} fail margin could not be ruled out after the last stage of runs"
+    if v.outcome is Outcome.WARN:
+        warn = f"the {warn_margin * 100:g} % warn margin" if warn_margin else "the warn margin"
+        return f"significantly slower by more than {warn}, within the {fail} fail margin"
+    if v.outcome is Outcome.IMPROVED:
+        return f"significantly faster by more than {IMPROVE_MARGIN * 100:g} %: refresh the golden"
+    return f"within the margins (fails at {fail})"

@@ -1,19 +1,48 @@
-"""llama.cpp's ``llama-server`` as a named engine.
+"""llama.cpp's ``llama-server``.
 
 A profile names the executable (``binary``: a path relative to the profiles file, or a name on
 PATH) and a GGUF ``model``; the plugin adds ``-m``, ``--host`` and ``--port``. llama.cpp answers
-``/health`` with 503 while it loads and 200 once it serves, speaks the OpenAI API, and reports
-its slots and context on ``/props`` (used for the fingerprint).
+``/health`` with 503 while it loads and 200 once it serves, speaks the OpenAI API (its stream
+counts tokens only in the final event), and reports its slots and context on ``/props`` (the
+fingerprint). Two builds of one llama.cpp commit report the same version but may serve at
+different speeds: the executable's digest joins the soft fingerprint.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from pytest_llmperf.engines.base import Engine
 from pytest_llmperf.errors import ServerStartError
-from pytest_llmperf.profiles import Profile
+
+if TYPE_CHECKING:
+    from pytest_llmperf.profiles import Profile
+
+
+class LlamaCppEngine(Engine):
+    name: ClassVar[str] = "llamacpp"
+    health_path: ClassVar[str] = "/health"
+    speculative_flags: ClassVar[tuple[str, ...]] = ("-md", "--model-draft")
+    reserved_flags: ClassVar[tuple[str, ...]] = ("--port", "--host", "-m", "--model")
+    stream_counts: ClassVar[Literal["per_chunk", "at_end"]] = "at_end"
+
+    def command(self, profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
+        return [
+            executable(profile), "-m", model_path(profile), "--host", host, "--port", str(port),
+            *profile.args,
+        ]  # fmt: skip
+
+    def binary(self, command: Sequence[str]) -> str | None:
+        from pytest_llmperf.engines.command import executable_digest
+
+        return executable_digest(command)
+
+    def info_paths(self) -> tuple[str, ...]:
+        return ("/props", "/v1/models")
 
 
 def executable(profile: Profile) -> str:
@@ -40,20 +69,7 @@ def model_path(profile: Profile) -> str:
     return model
 
 
-def command(profile: Profile, host: str, port: int) -> list[str]:
-    return [
-        executable(profile),
-        "-m",
-        model_path(profile),
-        "--host",
-        host,
-        "--port",
-        str(port),
-        *profile.args,
-    ]
-
-
-def server_args(props: dict[str, Any]) -> dict[str, Any]:
+def props_args(props: dict[str, Any]) -> dict[str, Any]:
     """What ``/props`` says decides speed: the slots (parallel sequences) and the context size."""
     settings = props.get("default_generation_settings") or {}
     return {"total_slots": props.get("total_slots"), "n_ctx": settings.get("n_ctx")}

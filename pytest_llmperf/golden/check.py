@@ -20,7 +20,7 @@ from pytest_llmperf.core.format import format_value, signed_percent
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import Point
-from pytest_llmperf.core.verdict import Verdict, describe
+from pytest_llmperf.core.verdict import Margins, Verdict, describe
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.golden.store import PendingPoint, PendingRun
@@ -69,25 +69,21 @@ def compare(
 
 
 def conclude(
-    point: Point,
-    verdict: Verdict,
-    entry: dict[str, Any],
-    path: Path,
-    fail_margin: float,
-    detail: str = "",
+    point: Point, verdict: Verdict, entry: dict[str, Any], path: Path, margins: Margins
 ) -> None:
-    """Store the verdict on the point (``detail`` ends its message); fail the test unless it
-    passes."""
+    """Store the verdict on the point; fail the test unless it passes."""
     __tracebackhide__ = True
     gold_mean = entry["summary"]["mean"]
     point.outcome = verdict.outcome
     point.golden = {"mean": gold_mean, "n": len(entry["runs"]), "path": str(path)}
     point.ratio = verdict.ratio
     point.p_value = verdict.p
-    point.message = (
-        describe(point.label, point.summary.mean, gold_mean, verdict, fail_margin, unit=point.unit)
-        + detail
-    )
+    point.message = describe(
+        point.label, point.summary.mean, gold_mean, verdict, margins.fail, margins.warn,
+        unit=point.unit,
+    )  # fmt: skip
+    if point.ungated:
+        point.message += f" ({point.ungated})"
     if not verdict.passed:
         changes = "".join(f"\n    {line}" for line in point.environment_changes)
         pytest.fail(

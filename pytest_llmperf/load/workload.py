@@ -13,7 +13,7 @@ Prompts come from one of three sources:
   purpose;
 - a dataset file (:mod:`pytest_llmperf.load.dataset`): request *i* uses entry *i* mod its size.
 
-Lengths (:mod:`pytest_llmperf.load.lengths`) are fixed or drawn per request from a seeded
+Lengths (:mod:`pytest_llmperf.core.lengths`) are fixed or drawn per request from a seeded
 distribution: request *i* of run *k* gets the same draws for the same seed, wherever it runs.
 """
 
@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from pytest_llmperf.core.lengths import Lengths
 from pytest_llmperf.load.dataset import Dataset
-from pytest_llmperf.load.lengths import Lengths
 from pytest_llmperf.load.prompts import PromptSet, default_prompts
 
 #: Synthetic prompt ids lie in [low, high): above the special and byte tokens at the start of

@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_llmperf.core.results import Results
 from pytest_llmperf.files import write_json_atomic
 from pytest_llmperf.render import markdown, plots, results_json
-from pytest_llmperf.settings import Settings
 
 
-def outputs(results: Results, settings: Settings, *, created: str) -> tuple[list[str], list[str]]:
+@dataclass(frozen=True)
+class Outputs:
+    """Where the run's files go (None: not asked for)."""
+
+    json_path: Path | None = None
+    report_dir: Path | None = None
+    benchmark_json: Path | None = None
+
+
+def outputs(results: Results, settings: Outputs, *, created: str) -> tuple[list[str], list[str]]:
     """Write every output the settings ask for: one note per file written (or skipped), and one
     line per output that could not be written. One failure never stops the others."""
     notes: list[str] = []

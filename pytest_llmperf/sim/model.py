@@ -32,24 +32,24 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-#: Seed figures (tok/s) the default model reproduces, before the speed factor.
-SEED_BASELINE_C1 = 92.6
-SEED_BASELINE_SATURATED = 773.0
-SEED_BASELINE_SATURATION_C = 250
-SEED_EAGLE3_C1 = 96.1
-SEED_EAGLE3_SATURATED = 354.0
+#: The reference node's measured figures (tok/s, the seed accounts) that the default model
+#: reproduces, before the speed factor; not to be confused with a profile's RNG `seed`.
+REFERENCE_BASELINE_C1 = 92.6
+REFERENCE_BASELINE_SATURATED = 773.0
+REFERENCE_BASELINE_SATURATION_C = 250
+REFERENCE_EAGLE3_C1 = 96.1
+REFERENCE_EAGLE3_SATURATED = 354.0
 SPEC_MAX_RUNNING_REQUESTS = 48  # SGLang's cap for EAGLE/EAGLE3 when --max-running-requests is unset
 DEFAULT_ACCEPT_LENGTH = 2.1
 DEFAULT_SPEED = 10.0
 DEFAULT_NUM_STEPS = 3  # SGLang's auto (steps, topk, draft tokens) = (3, 1, 4) from 0.5.9 on
-DEFAULT_TOPK = 1
 
 
 def _calibrate_forward() -> tuple[float, float]:
     # b / (base + k·b) hits both seed points: solve the 2×2 linear system in ms.
-    t1 = 1000.0 / SEED_BASELINE_C1
-    b = SEED_BASELINE_SATURATION_C
-    tb = 1000.0 * b / SEED_BASELINE_SATURATED
+    t1 = 1000.0 / REFERENCE_BASELINE_C1
+    b = REFERENCE_BASELINE_SATURATION_C
+    tb = 1000.0 * b / REFERENCE_BASELINE_SATURATED
     per_token = (tb - t1) / (b - 1)
     return t1 - per_token, per_token
 
@@ -64,9 +64,9 @@ def _calibrate_draft(
         step = 1000.0 * b * accept_length / tok_s
         return (step - FORWARD_BASE_MS - FORWARD_PER_TOKEN_MS * b * num_draft_tokens) / num_steps
 
-    d1 = draft_total(1, SEED_EAGLE3_C1)
+    d1 = draft_total(1, REFERENCE_EAGLE3_C1)
     bs = SPEC_MAX_RUNNING_REQUESTS
-    ds = draft_total(bs, SEED_EAGLE3_SATURATED)
+    ds = draft_total(bs, REFERENCE_EAGLE3_SATURATED)
     per_req = (ds - d1) / (bs - 1)
     return d1 - per_req, per_req
 

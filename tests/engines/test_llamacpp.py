@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.engines.lifecycle import (
+from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.servers.lifecycle import (
     ServerStartError,
     build_command,
     free_port,
     wait_for_health,
 )
-from pytest_llmperf.golden import fingerprint
-from pytest_llmperf.profiles import load_profiles
 from tests.helpers import THROUGHPUT_SUITE, Throttle, processes_with
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +75,7 @@ def project(pytester, llama_profile):
 def test_real_engine_counts_validity_and_verdict_against_the_ci_golden(project, llama_profile):
     """The committed golden for this CPU class gates a run of the real engine; on a CPU class
     without one, a golden is recorded first into a scratch directory (and the test says so)."""
-    key = fingerprint.hardware(llama_profile)["key"]
+    key = llama_profile.kind.hardware(llama_profile)["key"]
     committed = REPO / "baselines" / "llamacpp-smollm2" / f"{key}.json"
     # C=4 only: it batches 4 slots, and a level costs about 30 s of CI time on 2 cores.
     args = [
@@ -221,7 +220,7 @@ def test_token_id_prompts_and_the_chat_api_on_llama_server(llama_url):
     added to ids), so input lengths are exact without a tokenizer; its chat endpoint streams
     with usage."""
     from pytest_llmperf.core import metrics
-    from pytest_llmperf.load.lengths import Lengths
+    from pytest_llmperf.core.lengths import Lengths
     from pytest_llmperf.load.loadgen import LevelPlan, measure_level
     from pytest_llmperf.load.workload import Workload
 

@@ -25,9 +25,10 @@ import httpx
 import psutil
 import pytest
 
-from pytest_llmperf.engines import lifecycle, shm
-from pytest_llmperf.engines.loading import stage
+from pytest_llmperf.engines import shm
+from pytest_llmperf.engines.sglang_log import stage
 from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.servers import lifecycle
 from tests.helpers import Throttle, ctrl_c_enabled
 from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require
 
@@ -403,7 +404,7 @@ def test_token_id_prompts_prefix_cache_and_chat_on_the_real_server(pytester):
     ``--enable-cache-report``) on every request after the first of a flushed run, and prompts
     that share nothing never are; the chat API streams with usage."""
     from pytest_llmperf.core import metrics
-    from pytest_llmperf.load.lengths import Lengths
+    from pytest_llmperf.core.lengths import Lengths
     from pytest_llmperf.load.loadgen import LevelPlan, flush_cache, measure_level
     from pytest_llmperf.load.workload import Workload
 

@@ -17,8 +17,8 @@ import pytest
 
 from pytest_llmperf.core import adaptive_spec
 from pytest_llmperf.core.versions import parse_version
-from pytest_llmperf.engines.loading import stage
-from pytest_llmperf.engines.sglang import adapt
+from pytest_llmperf.engines.sglang_flags import adapt
+from pytest_llmperf.engines.sglang_log import stage
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.profiles import load_profiles
 from pytest_llmperf.sim.server import release_parser

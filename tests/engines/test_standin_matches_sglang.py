@@ -20,10 +20,10 @@ import httpx
 import psutil
 import pytest
 
-from pytest_llmperf.engines import lifecycle
-from pytest_llmperf.engines.loading import stage
+from pytest_llmperf.engines.sglang_log import stage
 from pytest_llmperf.load.workload import Workload
 from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.servers import lifecycle
 from tests.helpers import fake_sglang
 from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require
 

@@ -16,7 +16,6 @@ import pytest
 
 from pytest_llmperf.engines import gpu
 from pytest_llmperf.errors import ServerStartError
-from pytest_llmperf.golden import fingerprint
 
 
 class FakeNVML(types.ModuleType):
@@ -133,5 +132,6 @@ def test_the_hardware_key_counts_the_visible_gpus(monkeypatch, tmp_path):
     install(monkeypatch, FakeNVML([[], [], [], []]))
     path = tmp_path / "profiles.toml"
     path.write_text('[profiles.g]\nengine = "sglang"\nenv = { CUDA_VISIBLE_DEVICES = "0,1" }\n')
-    key = fingerprint.hardware(load_profiles(path).profiles["g"])["key"]
+    profile = load_profiles(path).profiles["g"]
+    key = profile.kind.hardware(profile)["key"]
     assert key.startswith("2x") and "rtx-pro-6000" in key

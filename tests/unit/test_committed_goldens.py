@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.golden.fingerprint import Fingerprint, flag_fields
+from pytest_llmperf.engines.sglang_args import flag_fields
+from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.profiles import load_profiles
 
 REPO = Path(__file__).resolve().parents[2]

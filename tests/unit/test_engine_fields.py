@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from pytest_llmperf.engines.lifecycle import build_command
 from pytest_llmperf.errors import ProfileError, ServerStartError
 from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.servers.lifecycle import build_command
 
 
 def profiles(tmp_path, body: str):

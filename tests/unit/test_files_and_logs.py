@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from pytest_llmperf.engines.logs import MAX_LINE, RedactingLog
 from pytest_llmperf.files import OutsideDirectoryError, check_writable, confined, write_atomic
 from pytest_llmperf.secrets import Redactor
+from pytest_llmperf.servers.logs import MAX_LINE, RedactingLog
 
 
 def test_confined_accepts_names_and_refuses_every_escape(tmp_path):

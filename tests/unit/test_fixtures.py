@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.core.outcome import Outcome
-from pytest_llmperf.fixtures import LLMPerfFixture, LLMPerfSpeedupFixture, Margins, margins
+from pytest_llmperf.core.verdict import Margins
+from pytest_llmperf.fixtures import LLMPerfFixture, LLMPerfSpeedupFixture, MarkerOptions, margins
 from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.session import LLMPerfSession
@@ -50,9 +51,9 @@ def golden(
 @pytest.mark.parametrize(
     ("marker", "kwargs", "expected"),
     [
-        ({}, {}, Margins(0.15, 0.05)),
-        ({"fail_margin": 0.3}, {}, Margins(0.3, 0.05)),
-        ({"fail_margin": 0.3, "warn_margin": 0.1}, {"warn_margin": 0.02}, Margins(0.3, 0.02)),
+        (MarkerOptions(), {}, Margins(0.15, 0.05)),
+        (MarkerOptions(fail_margin=0.3), {}, Margins(0.3, 0.05)),
+        (MarkerOptions(0.3, 0.1), {"warn_margin": 0.02}, Margins(0.3, 0.02)),
     ],
 )
 def test_margins_profile_then_marker_then_the_checks_arguments(marker, kwargs, expected):

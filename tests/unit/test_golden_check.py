@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.core.outcome import Outcome
-from pytest_llmperf.core.verdict import decide
+from pytest_llmperf.core.verdict import Margins, decide
 from pytest_llmperf.golden import check
 from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.golden.store import PendingRun
@@ -98,11 +98,11 @@ def test_conclude_stores_the_verdict_and_fails_only_what_does_not_pass(values, o
         point.values, golden_values, fail_margin=0.15, warn_margin=0.05, last_stage=True
     )
     if fails_test:
-        message = fails(check.conclude, point, verdict, entry, PATH, 0.15)
+        message = fails(check.conclude, point, verdict, entry, PATH, Margins(0.15, 0.05))
         assert message.startswith("p C=4: 70.0 tok/s vs golden 100.0 (\u221230.0 %")
         assert message.endswith("Changed since the golden (not blocking):\n    python: a → b")
     else:
-        check.conclude(point, verdict, entry, PATH, 0.15)
+        check.conclude(point, verdict, entry, PATH, Margins(0.15, 0.05))
     assert point.outcome is outcome and point.golden == {"mean": 100.0, "n": 10, "path": str(PATH)}
     assert point.ratio == pytest.approx(sum(values) / 300.0)
 

@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from pytest_llmperf.engines import sglang_args
+from pytest_llmperf.engines.command import executable_digest
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.golden import store as baseline
 from pytest_llmperf.golden.store import GoldenError, PendingFile, PendingPoint, PendingRun
@@ -149,7 +151,7 @@ def test_a_launched_command_engine_records_its_executables_digest(tmp_path):
     assert (
         "server_binary" not in fingerprint.take(profile, {}, None).soft
     )  # attached: nothing to hash
-    assert fingerprint.executable_digest([str(tmp_path / "missing")]) is None
+    assert executable_digest([str(tmp_path / "missing")]) is None
 
 
 def test_volatile_server_fields_are_not_hard_keys():
@@ -160,14 +162,14 @@ def test_volatile_server_fields_are_not_hard_keys():
         "version": "0.5.9",
         "internal_states": [{}],
     }
-    assert fingerprint.normalized_server_args(info) == {"tp_size": 8}
+    assert sglang_args.normalized_server_args(info) == {"tp_size": 8}
 
 
 PROFILE_KEYS = frozenset({"tp_size", "attention_backend"})
 
 
 def sglang_fp(fields: dict, version: str = "0.5.23") -> fingerprint.Fingerprint:
-    hard_args, soft_args = fingerprint.split_server_args(fields, PROFILE_KEYS)
+    hard_args, soft_args = sglang_args.split_server_args(fields, PROFILE_KEYS)
     return fingerprint.Fingerprint(
         {"hardware": {"key": "sim"}, "engine": "sglang", "model": "m", "server_args": hard_args},
         {"server_version": version, "server_args": soft_args},

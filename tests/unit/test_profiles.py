@@ -89,7 +89,7 @@ def test_requests_per_run_is_four_times_concurrency_with_a_floor(tmp_path):
         ),
         (
             '[profiles.p]\nengine = "vllm"\n',
-            "field 'engine': got 'vllm'; expected one of 'sglang', 'sim', 'llamacpp', 'command'",
+            "field 'engine': got 'vllm'; expected one of 'command', 'llamacpp', 'remote', 'sglang', 'sim'",
         ),
         (
             '[profiles.p]\napi = "grpc"\n',

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf.engines.sglang import adapt, parse_version, unfair_differences
+from pytest_llmperf.core.versions import parse_version
+from pytest_llmperf.engines.sglang_flags import adapt, unfair_differences
 from pytest_llmperf.errors import ServerStartError
 
 SEED_BASELINE = [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_llmperf.engines.loading import read_stage, stage
+from pytest_llmperf.engines.sglang_log import read_stage, stage
 
 LOG_056 = """\
 [2026-11-29 10:00:00] Init torch distributed begin.

@@ -4,10 +4,10 @@ import statistics
 import pytest
 
 from pytest_llmperf.sim.model import (
-    SEED_BASELINE_C1,
-    SEED_BASELINE_SATURATED,
-    SEED_EAGLE3_C1,
-    SEED_EAGLE3_SATURATED,
+    REFERENCE_BASELINE_C1,
+    REFERENCE_BASELINE_SATURATED,
+    REFERENCE_EAGLE3_C1,
+    REFERENCE_EAGLE3_SATURATED,
     SPEC_MAX_RUNNING_REQUESTS,
     CostModel,
     Speculation,
@@ -18,12 +18,12 @@ from pytest_llmperf.sim.model import (
 def test_default_model_reproduces_the_seed_figures_times_the_speed_factor():
     model = CostModel(speed=10)
     spec = Speculation()
-    assert expected_tok_s(model, 1) == pytest.approx(10 * SEED_BASELINE_C1, rel=1e-9)
-    assert expected_tok_s(model, 250) == pytest.approx(10 * SEED_BASELINE_SATURATED, rel=1e-9)
-    assert expected_tok_s(model, 1, spec) == pytest.approx(10 * SEED_EAGLE3_C1, rel=1e-9)
+    assert expected_tok_s(model, 1) == pytest.approx(10 * REFERENCE_BASELINE_C1, rel=1e-9)
+    assert expected_tok_s(model, 250) == pytest.approx(10 * REFERENCE_BASELINE_SATURATED, rel=1e-9)
+    assert expected_tok_s(model, 1, spec) == pytest.approx(10 * REFERENCE_EAGLE3_C1, rel=1e-9)
     # Beyond 48 running requests a speculative server queues: saturation is the batch of 48.
     assert expected_tok_s(model, SPEC_MAX_RUNNING_REQUESTS, spec) == pytest.approx(
-        10 * SEED_EAGLE3_SATURATED, rel=1e-9
+        10 * REFERENCE_EAGLE3_SATURATED, rel=1e-9
     )
 
 

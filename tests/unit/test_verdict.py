@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from pytest_llmperf.core.verdict import decide, describe, signed_percent
+from pytest_llmperf.core.format import signed_percent
+from pytest_llmperf.core.verdict import decide, describe
 
 GOLD = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]  # CV ~0.6 %
 M = {"fail_margin": 0.15, "warn_margin": 0.05}
@@ -54,9 +55,15 @@ def test_message_says_what_by_how_much_and_the_margin():
         [352.0, 351.0, 353.0, 352.5, 351.5, 352.0, 352.2, 351.8, 352.1, 351.9],
         **M,
     )
-    text = describe("eagle3 C=70", 241.3, 352.0, v, 0.15)
-    assert text.startswith("eagle3 C=70: 241.3 tok/s vs golden 352.0 (\u221231.4 %, p=")
-    assert text.endswith(", n=3 vs 10) \u2014 FAIL, margin 15 %")
+    text = describe("eagle3 C=70", 241.3, 352.0, v, 0.15, 0.05)
+    assert text.startswith("eagle3 C=70: 241.3 tok/s vs golden 352.0 (\u221231.4 %, slower, p=")
+    assert text.endswith(
+        ", n=3 vs 10) \u2014 FAIL: significantly slower by more than the 15 % fail margin"
+    )
+    warn = decide([0.9 * g for g in GOLD], GOLD, **M)
+    assert describe("p C=1", 0.9, 1.0, warn, 0.15, 0.05).endswith(
+        "WARN: significantly slower by more than the 5 % warn margin, within the 15 % fail margin"
+    )
     assert signed_percent(0.052) == "+5.2" and signed_percent(-0.314) == "\u221231.4"
     assert not math.isnan(v.p_drop)
 

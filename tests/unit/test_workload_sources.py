@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from pytest_llmperf.core.lengths import Lengths, LengthsError, parse_lengths
 from pytest_llmperf.load.dataset import DatasetError, load_dataset
-from pytest_llmperf.load.lengths import Lengths, LengthsError, parse_lengths
 from pytest_llmperf.load.workload import TOKEN_ID_RANGE, Workload
 
 

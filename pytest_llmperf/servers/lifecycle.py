@@ -18,22 +18,21 @@ import os
 import shlex
 import signal
 import socket
-import string
 import subprocess
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from pytest_llmperf.engines.logs import RedactingLog
 from pytest_llmperf.errors import ProfileError, ServerDiedError, ServerError, ServerStartError
 from pytest_llmperf.files import confined, write_text
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.secrets import Redactor, resolve
+from pytest_llmperf.servers.logs import RedactingLog
 
 LOG_TAIL_LINES = 25
 _LIVE: dict[int, ServerHandle] = {}  # servers this process launched and has not stopped
@@ -47,32 +46,7 @@ def free_port(host: str) -> int:
 
 def build_command(profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
     """The exact command line that starts ``profile``'s server on ``host:port``."""
-    python = profile.interpreter
-    if profile.engine == "command":
-        assert profile.command is not None
-        values = {"host": host, "port": str(port), "python": python, "run_dir": str(run_dir)}
-        values["model"] = string.Formatter().vformat(profile.model, (), values)
-        return [
-            os.path.expanduser(string.Formatter().vformat(arg, (), values))
-            for arg in profile.command
-        ]
-    if profile.engine == "llamacpp":
-        from pytest_llmperf.engines import llamacpp
-
-        return llamacpp.command(profile, host, port)
-    module = "pytest_llmperf.sim" if profile.engine == "sim" else "sglang.launch_server"
-    return [
-        python,
-        "-m",
-        module,
-        "--model-path",
-        profile.model_argument,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        *profile.args,
-    ]
+    return profile.kind.command(profile, host, port, run_dir)
 
 
 @dataclass
@@ -186,62 +160,27 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
 
     ``${NAME}`` references are taken from the environment here, and only here: the handle keeps
     the profile as written, and every file about the launch has the secrets masked."""
+    engine = profile.kind
     host = profile.host
     port = free_port(host)
-    notes: list[str] = []
-    version = None
-    if profile.engine == "sglang":
-        from pytest_llmperf.engines import sglang
-
-        version = sglang.installed_version(profile)
-        adapted = sglang.adapt(
-            profile.args, version, where=f"{profile.source}: profile {profile.name!r}, field 'args'"
-        )
-        profile, notes = replace(profile, args=tuple(adapted.args)), adapted.notes
+    prepared = engine.prepare(profile)
+    profile, notes = prepared.profile, list(prepared.notes)
     try:
         resolved = resolve(profile)
     except ProfileError as exc:
         raise ServerStartError(str(exc)) from None
     expanded, redactor = resolved.profile, resolved.redactor
-    if profile.engine == "sglang":
-        from pytest_llmperf.engines import gpu, sglang
-
-        if not sglang.on_cpu(profile.args):
-            notes += gpu.preflight(profile.name, expanded.env, profile.gpu_wait_s)
+    notes += engine.preflight(profile, expanded.env)
     command = build_command(expanded, host, port, run_dir)
     log_path = confined(run_dir, f"{profile.name}.log")
-    cmd_path = confined(run_dir, f"{profile.name}.cmd")
     run_dir.mkdir(parents=True, exist_ok=True)
-    env_lines = "".join(
-        f"{k}={shlex.quote(v)} " for k, v in sorted(redactor.env(expanded.env).items())
-    )
-    write_text(cmd_path, env_lines + shlex.join(redactor.command(command)) + "\n")
-    env = {**os.environ, **expanded.env, "PYTHONUNBUFFERED": "1"}
+    _write_command(confined(run_dir, f"{profile.name}.cmd"), command, expanded, redactor)
     from pytest_llmperf.engines import shm
 
     shm_at_launch, launched_at = shm.snapshot(), time.time()
-    # With secrets to mask, the output goes through a pipe that a thread copies, masked, to the
-    # log (SGLang logs its server_args, --api-key included); otherwise straight to the file.
-    writer = RedactingLog(log_path, redactor) if redactor else None
-    log = open(log_path, "wb") if writer is None else None
-    try:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log if writer is None else writer.write_fd,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        if writer is not None:
-            writer.abandon()
-        raise ServerStartError(f"{profile.name}: could not start {command[0]!r}: {exc}") from None
-    finally:
-        if log is not None:
-            log.close()
-    if writer is not None:
-        writer.start()
+    process, writer = _spawn(
+        profile.name, command, engine.environment(expanded), log_path, redactor
+    )
     url_host = f"[{host}]" if ":" in host else host
     handle = ServerHandle(
         profile,
@@ -250,7 +189,7 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
         command=command,
         log_path=log_path,
         notes=notes,
-        sglang_version=version,
+        sglang_version=prepared.version,
         shm_at_launch=shm_at_launch,
         launched_at=launched_at,
         api_key=resolved.api_key,
@@ -258,10 +197,47 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
         log_writer=writer,
     )
     _LIVE[process.pid] = handle
-    from pytest_llmperf.engines import leftovers
+    from pytest_llmperf.servers import leftovers
 
     leftovers.remember(run_dir, handle)
     return handle
+
+
+def _write_command(path: Path, command: list[str], expanded: Profile, redactor: Redactor) -> None:
+    """``<run dir>/<profile>.cmd``: the environment the profile adds and the command, masked."""
+    env_lines = "".join(
+        f"{k}={shlex.quote(v)} " for k, v in sorted(redactor.env(expanded.env).items())
+    )
+    write_text(path, env_lines + shlex.join(redactor.command(command)) + "\n")
+
+
+def _spawn(
+    name: str, command: list[str], env: dict[str, str], log_path: Path, redactor: Redactor
+) -> tuple[subprocess.Popen, RedactingLog | None]:
+    """The server's process, in a session of its own, its output going to ``log_path``: with
+    secrets to mask through a pipe that a thread copies, masked, to the log (SGLang logs its
+    server_args, --api-key included); otherwise straight to the file."""
+    writer = RedactingLog(log_path, redactor) if redactor else None
+    log = open(log_path, "wb") if writer is None else None
+    try:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log if writer is None else writer.write_fd,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
+    except OSError as exc:
+        if writer is not None:
+            writer.abandon()
+        raise ServerStartError(f"{name}: could not start {command[0]!r}: {exc}") from None
+    finally:
+        if log is not None:
+            log.close()
+    if writer is not None:
+        writer.start()
+    return process, writer
 
 
 def wait_ready(
@@ -275,8 +251,6 @@ def wait_ready(
     ``progress`` gets ``"<profile>: <stage from the log>, <seconds> s"`` about once a second,
     from the second second on (a server that is up at once shows nothing).
     """
-    from pytest_llmperf.engines.loading import read_stage
-
     profile = handle.profile
     last_report = time.monotonic() + 1.0
     timeout_s = profile.ready_timeout_s if timeout_s is None else timeout_s
@@ -308,7 +282,7 @@ def wait_ready(
             if progress is not None and time.monotonic() - last_report >= 1.0:
                 last_report = time.monotonic()
                 progress(
-                    f"{profile.name}: {read_stage(handle.log_path) or 'starting'}, {elapsed:.0f} s"
+                    f"{profile.name}: {profile.kind.loading_stage(handle.log_path) or 'starting'}, {elapsed:.0f} s"
                 )
             time.sleep(poll_s)
 
@@ -330,7 +304,7 @@ def fetch_info(handle: ServerHandle) -> dict[str, Any]:
     """What the server says about itself: SGLang's /server_info, llama.cpp's /props, /v1/models."""
     info: dict[str, Any] = {}
     with httpx.Client(base_url=handle.base_url, timeout=10.0, headers=handle.headers) as client:
-        for path in ("/server_info", "/get_server_info", "/props", "/v1/models"):
+        for path in handle.profile.kind.info_paths():
             try:
                 resp = client.get(path)
             except httpx.HTTPError:
@@ -347,8 +321,9 @@ def fetch_info(handle: ServerHandle) -> dict[str, Any]:
     return info
 
 
-def attach(profile: Profile, url: str) -> ServerHandle:
-    """Use a server someone else runs: check it answers, never launch or stop it."""
+def attach(profile: Profile, url: str, *, source: str = "--llm-server-url") -> ServerHandle:
+    """Use a server someone else runs (at ``url``, named by ``source``): wait until its health
+    endpoint answers 200, up to ``wait_s`` (none: one try), never launch or stop it."""
     try:
         resolved = resolve(profile)
     except ProfileError as exc:
@@ -356,18 +331,30 @@ def attach(profile: Profile, url: str) -> ServerHandle:
     handle = ServerHandle(
         profile, url.rstrip("/"), api_key=resolved.api_key, redactor=resolved.redactor
     )
-    try:
-        with httpx.Client(timeout=30.0, headers=handle.headers) as client:
-            code = client.get(handle.base_url + profile.readiness_path).status_code
-    except httpx.HTTPError as exc:
-        raise ServerStartError(
-            f"{profile.name}: cannot reach --llm-server-url {url}: {exc}"
-        ) from None
-    if code != 200:
-        raise ServerStartError(
-            f"{profile.name}: --llm-server-url {url} answered {code} on {profile.readiness_path}; is it ready?"
+    problem = readiness_problem(handle.base_url + profile.readiness_path, handle.headers)
+    deadline = time.monotonic() + (profile.ready_timeout_s if source == "url" else 0.0)
+    while problem is not None and time.monotonic() < deadline:
+        time.sleep(1.0)
+        problem = readiness_problem(handle.base_url + profile.readiness_path, handle.headers)
+    if problem is not None:
+        waited = (
+            f" after {profile.ready_timeout_s:g} s (ready_timeout_s)" if source == "url" else ""
         )
+        raise ServerStartError(f"{profile.name}: {source} {url} {problem}{waited}")
     return handle
+
+
+def readiness_problem(url: str, headers: dict[str, str], timeout_s: float = 30.0) -> str | None:
+    """Why ``url`` (a health endpoint) does not answer 200, in words; None when it does."""
+    try:
+        with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0), headers=headers) as client:
+            code = client.get(url).status_code
+    except httpx.HTTPError as exc:
+        return f"cannot be reached: {type(exc).__name__}: {exc}"
+    if code != 200:
+        path = httpx.URL(url).path
+        return f"answered {code} on {path}; is it ready?"
+    return None
 
 
 def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
@@ -387,12 +374,8 @@ def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
     except psutil.NoSuchProcess:
         descendants = []
     deadline = time.monotonic() + grace_s
-    if handle.profile.engine == "sglang":
-        # SGLang shuts down cleanly when its launcher alone gets SIGTERM: the launcher stops its
-        # scheduler and detokenizer, then multiprocessing's resource tracker (which ignores
-        # SIGTERM) unlinks the semaphores they leaked (sem.mp-*). SIGTERM to the whole group
-        # instead kills the scheduler first, which the launcher treats as a crash (5 s of
-        # "crash diagnostics", then it SIGKILLs its own tree, tracker included).
+    engine = handle.profile.kind
+    if not engine.stop_signal_to_group():
         try:
             os.kill(process.pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -419,22 +402,16 @@ def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
     _LIVE.pop(process.pid, None)
     if handle.log_writer is not None:
         handle.log_writer.drain(timeout_s=2.0)
-    from pytest_llmperf.engines import leftovers
+    from pytest_llmperf.servers import leftovers
 
     leftovers.forget(handle)
-    from pytest_llmperf.engines import shm
+    if engine.leaves_shm:
+        from pytest_llmperf.engines import shm
 
-    shm.remove_leftovers(
-        handle.shm_files | shm.created_since(handle.shm_at_launch, handle.launched_at)
-    )
-    from pytest_llmperf.engines import sglang
-
-    if handle.profile.engine == "sglang" and not sglang.on_cpu(handle.profile.args):
-        from pytest_llmperf.engines import gpu
-
-        handle.notes += gpu.wait_released(
-            handle.profile.name, [process.pid, *(p.pid for p in descendants)], handle.profile.env
+        shm.remove_leftovers(
+            handle.shm_files | shm.created_since(handle.shm_at_launch, handle.launched_at)
         )
+    handle.notes += engine.after_stop(handle.profile, [process.pid, *(p.pid for p in descendants)])
 
 
 def _signal_group(pgid: int, sig: int) -> None:

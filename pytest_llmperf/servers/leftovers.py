@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_llmperf.engines.lifecycle import ServerHandle
+    from pytest_llmperf.servers.lifecycle import ServerHandle
 
 RECORD_SUFFIX = ".pid"
 

@@ -1,0 +1,231 @@
+"""The engine interface: what the plugin needs to know about one kind of server.
+
+One class per engine, each in its own module of this package, named for what it is
+(:class:`~pytest_llmperf.engines.sglang.SGLangEngine`, ``SimEngine``, ``LlamaCppEngine``,
+``CommandEngine``, ``RemoteEngine``). A profile's ``engine = "NAME"`` finds the class whose
+``name`` is NAME in module ``pytest_llmperf.engines.NAME``; ``engine = "package.module:Class"``
+names any other subclass, so a new engine is one new file (see
+:func:`pytest_llmperf.engines.get`). Each class owns, for its engine:
+
+- the profile fields it requires or refuses (:meth:`Engine.check_fields`);
+- the launch command and its environment (:meth:`Engine.command`, :meth:`Engine.prepare`:
+  its version and the flag adaptation; :meth:`Engine.preflight`);
+- its health path and readiness rule (``health_path``), its loading-progress reader
+  (:meth:`Engine.loading_stage`);
+- how it is stopped and what it leaves behind (:meth:`Engine.stop_signal_to_group`,
+  :meth:`Engine.after_stop`, ``leaves_shm``);
+- its fingerprint keys and hardware probe (:meth:`Engine.hardware`,
+  :meth:`Engine.fingerprint_args`, :meth:`Engine.server_version`, :meth:`Engine.binary`);
+- speculative detection (``speculative_flags``, :meth:`Engine.unfair_differences`);
+- what a request must ask for and what its stream reports (:meth:`Engine.request_extras`,
+  :meth:`Engine.accept_length_note`, ``stream_counts``, :meth:`Engine.flushes_between_runs`).
+
+What every engine shares (process group, teardown, pid records, the log) lives in
+:mod:`pytest_llmperf.servers.lifecycle`. This module imports nothing of the layers above it
+(profiles, servers, load): a profile is read through its attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pytest_llmperf.core.versions import parse_version
+from pytest_llmperf.engines import hardware as hardware_probe
+from pytest_llmperf.errors import ProfileError
+
+if TYPE_CHECKING:
+    from pytest_llmperf.profiles import Profile
+
+#: The first SGLang that reports speculative counts over the OpenAI API (when asked).
+SPEC_DETAILS_OVER_OPENAI = (0, 5, 19)
+#: Endpoints a server may describe itself on, asked in this order.
+INFO_PATHS = ("/server_info", "/get_server_info", "/props", "/v1/models")
+
+
+@dataclass
+class Prepared:
+    """A profile as it will be launched (flags adapted to the installed version), what was
+    changed or is doubtful about it, and the version found."""
+
+    profile: Profile
+    notes: list[str] = field(default_factory=list)
+    version: str | None = None
+
+
+class Engine:
+    """One kind of server. Subclasses set ``name`` and override what differs."""
+
+    #: The profile's ``engine`` value; the module that defines the class has the same name.
+    name: ClassVar[str] = ""
+    #: Whether the plugin starts the server (False: it only attaches, see RemoteEngine).
+    launched: ClassVar[bool] = True
+    #: The endpoint that answers 200 once the server can serve.
+    health_path: ClassVar[str] = "/health"
+    #: Flags whose presence in ``args`` (or ``command``) makes the server speculative.
+    speculative_flags: ClassVar[tuple[str, ...]] = ()
+    #: Flags the plugin sets itself and a profile's ``args`` may not carry.
+    reserved_flags: ClassVar[tuple[str, ...]] = ()
+    #: How the server reports generated tokens while it streams: a running count per chunk,
+    #: or only in the final event (the window estimates a cut request's tokens then).
+    stream_counts: ClassVar[Literal["per_chunk", "at_end"]] = "per_chunk"
+    #: Whether the server's processes may leave /dev/shm files behind (engines/shm.py).
+    leaves_shm: ClassVar[bool] = True
+
+    # -- the profile ------------------------------------------------------------------------
+
+    def check_fields(self, where: str, fields: Mapping[str, Any]) -> None:
+        """Refuse what this engine cannot take (a ProfileError naming the field and the fix)."""
+        for arg in fields["args"]:
+            flag = arg.split("=", 1)[0]
+            if flag in self.reserved_flags:
+                raise ProfileError(
+                    f"{where}, field 'args': {flag} is set by the plugin (a free port on `host`, "
+                    f"`model` as the model argument); remove it from args"
+                    f"{' and use the host field' if flag == '--host' else ''}."
+                )
+        if fields.get("command") is not None:
+            raise ProfileError(
+                f"{where}, field 'command': only used with engine = \"command\" (this profile has "
+                f"engine = {self.name!r}); remove it or change the engine."
+            )
+        if fields.get("url") is not None:
+            raise ProfileError(
+                f"{where}, field 'url': only used with engine = \"remote\" (this profile has "
+                f"engine = {self.name!r}, which launches its server); remove it or set "
+                'engine = "remote".'
+            )
+
+    def is_speculative(self, args: Sequence[str], command: Sequence[str] = ()) -> bool:
+        return any(arg.split("=", 1)[0] in self.speculative_flags for arg in (*args, *command))
+
+    # -- the launch -------------------------------------------------------------------------
+
+    def prepare(self, profile: Profile) -> Prepared:
+        """The profile as this engine's installed version takes it (no change by default)."""
+        return Prepared(profile)
+
+    def preflight(self, profile: Profile, env: Mapping[str, str]) -> list[str]:
+        """Checks before the launch (e.g. the GPUs are free); notes, or a ServerStartError."""
+        return []
+
+    def command(self, profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
+        """The exact command line that starts the server on ``host:port``."""
+        raise NotImplementedError(f"engine {self.name!r} launches no server")
+
+    def environment(self, profile: Profile) -> dict[str, str]:
+        """What the server's environment adds to pytest's."""
+        return {**profile.env, "PYTHONUNBUFFERED": "1"}
+
+    def loading_stage(self, log_path: Path | None) -> str | None:
+        """What a loading server is doing, from its log (None: nothing recognised)."""
+        return None
+
+    def stop_signal_to_group(self) -> bool:
+        """Whether SIGTERM goes to the whole process group (else to the launcher alone)."""
+        return True
+
+    def after_stop(self, profile: Profile, pids: Sequence[int]) -> list[str]:
+        """Once the processes are gone: what still holds resources (e.g. GPU memory)."""
+        return []
+
+    # -- the fingerprint --------------------------------------------------------------------
+
+    def hardware(self, profile: Profile) -> dict[str, Any]:
+        """What the figures depend on: the GPUs the server uses (NVML), else the CPU."""
+        return hardware_probe.probe({**profile.env})
+
+    def fingerprint_args(
+        self, info: Mapping[str, Any], profile: Profile
+    ) -> tuple[dict[str, Any], dict[str, Any], frozenset[str]]:
+        """The server's settings as ``(hard, soft, profile_keys)``: what decides speed, the
+        rest, and the server fields the profile's own flags set. By default whatever the server
+        says about itself: SGLang's /server_info, llama.cpp's /props, else the command line."""
+        from pytest_llmperf.engines import llamacpp, sglang_args
+
+        server_info = sglang_info(info)
+        if server_info:
+            return sglang_args.split(server_info, profile.args)
+        props = info.get("/props") or {}
+        if props:
+            return llamacpp.props_args(props), {}, frozenset()
+        return {"command": list(profile.command or ()), "args": list(profile.args)}, {}, frozenset()
+
+    def server_version(self, info: Mapping[str, Any]) -> str | None:
+        props = info.get("/props") or {}
+        return sglang_info(info).get("version") or (
+            props.get("build_info") if isinstance(props, dict) else None
+        )
+
+    def binary(self, command: Sequence[str]) -> str | None:
+        """The file whose digest joins the soft fingerprint (two builds of one version may
+        serve at different speeds), or None."""
+        return None
+
+    def info_paths(self) -> tuple[str, ...]:
+        return INFO_PATHS
+
+    # -- requests and streams ---------------------------------------------------------------
+
+    def request_extras(self, profile: Profile, info: Mapping[str, Any]) -> dict[str, Any]:
+        """What every request must ask for so that the server reports what the metrics need:
+        over the OpenAI API, SGLang sends a speculative server's verify counts only when asked
+        (0.5.19+). Any server that reports an SGLang version on /server_info is asked."""
+        version = parse_version(str(sglang_info(info).get("version")))
+        if (
+            profile.api == "openai"
+            and profile.speculative
+            and version
+            and version >= SPEC_DETAILS_OVER_OPENAI
+        ):
+            return {"return_spec_tokens_details": True}
+        return {}
+
+    def accept_length_note(self, profile: Profile, info: Mapping[str, Any]) -> str | None:
+        """Where the accept length cannot be had, say so instead of leaving the column empty."""
+        version = parse_version(str(sglang_info(info).get("version")))
+        if (
+            profile.api == "openai"
+            and profile.speculative
+            and version
+            and version < SPEC_DETAILS_OVER_OPENAI
+        ):
+            return (
+                f"accept length cannot be measured over the OpenAI API on SGLang "
+                f"{'.'.join(map(str, version))}: it reports speculative counts there only from "
+                '0.5.19 on. Use api = "sglang" (native /generate) to measure it.'
+            )
+        return None
+
+    def flushes_between_runs(self, profile: Profile, windowed: bool) -> bool:
+        """Whether the prefix cache is flushed (``/flush_cache``) before each run: on SGLang's
+        native API, not between windowed runs (requests cut at a window's close are still being
+        aborted then, and a steady state is measured with the cache in its steady state)."""
+        return profile.api == "sglang" and not windowed
+
+    # -- speculative pairs ------------------------------------------------------------------
+
+    def unfair_differences(self, spec_args: Sequence[str], base_args: Sequence[str]) -> list[str]:
+        """What a speculative profile's flags change beyond the speculative ones, one line per
+        flag (``--flag: base → speculative``)."""
+        from pytest_llmperf.engines.sglang_flags import unfair_differences
+
+        return unfair_differences(spec_args, base_args)
+
+    def server_differences(
+        self, base: Mapping[str, Any], spec: Mapping[str, Any], skip: frozenset[str]
+    ) -> list[str]:
+        """Resolved settings that differ between a base server and its speculative
+        counterpart beyond the speculative ones and ``skip``: ``field: base → speculative``."""
+        return []
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+def sglang_info(info: Mapping[str, Any]) -> dict[str, Any]:
+    """SGLang's /server_info (or its deprecated alias) from what a server said of itself."""
+    found = info.get("/server_info") or info.get("/get_server_info") or {}
+    return found if isinstance(found, dict) else {}

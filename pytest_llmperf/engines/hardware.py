@@ -1,0 +1,164 @@
+"""The hardware a launched server runs on, as the key of its golden file.
+
+The key is made from what changes a figure, so a golden recorded on other hardware is
+INCOMPARABLE (with the diff) instead of a false FAIL:
+
+- on GPUs (NVML): the model and count of the GPUs the server uses, the driver, the CUDA version
+  the driver supports, the power limit and the maximum SM clock;
+- on a CPU: the architecture, the vendor's family and model numbers (the microarchitecture:
+  "AMD EPYC" names every generation alike), the vector extensions that decide a CPU engine's
+  speed (AVX2, AVX-512, AVX-512 BF16, AMX; SVE on Arm), the cores this process may use and the
+  memory, in GiB.
+
+What does not decide speed (the marketing name of the CPU) goes to the soft fingerprint
+(:func:`soft_facts`).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from collections.abc import Mapping
+from typing import Any
+
+#: cpuinfo flags that change what a CPU engine's kernels can use, in the order the key names them.
+CPU_FEATURES = (
+    ("avx2", "avx2"),
+    ("avx512f", "avx512"),
+    ("avx512_bf16", "avx512bf16"),
+    ("amx_tile", "amx"),
+    ("sve", "sve"),
+    ("sve2", "sve2"),
+)
+
+
+def probe(profile_env: Mapping[str, str]) -> dict[str, Any]:
+    """The GPUs a server with ``profile_env`` uses (its CUDA_VISIBLE_DEVICES), else the CPU."""
+    gpus = gpu_facts({**os.environ, **profile_env})
+    return gpus if gpus else cpu_facts()
+
+
+def gpu_facts(env: Mapping[str, str]) -> dict[str, Any] | None:
+    from pytest_llmperf.engines.gpu import nvml, visible_indices
+
+    with nvml() as (pynvml, _):
+        if pynvml is None:
+            return None
+        indices = visible_indices(pynvml.nvmlDeviceGetCount(), env)
+        if not indices:
+            return None
+        handle = pynvml.nvmlDeviceGetHandleByIndex(indices[0])
+        name = _text(pynvml.nvmlDeviceGetName(handle))
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        power_w = _optional(lambda: pynvml.nvmlDeviceGetPowerManagementLimit(handle) // 1000)
+        sm_mhz = _optional(lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
+    cuda_version = f"{cuda // 1000}.{cuda % 1000 // 10}"
+    parts = [f"{len(indices)}x{slug(name)}", f"drv{driver}", f"cuda{cuda_version}"]
+    parts += [f"{power_w}w"] if power_w else []
+    parts += [f"{sm_mhz}mhz"] if sm_mhz else []
+    return {
+        "key": "-".join(parts),
+        "gpu_model": name,
+        "gpu_count": len(indices),
+        "driver": driver,
+        "cuda_driver": cuda_version,
+        "power_limit_w": power_w,
+        "max_sm_clock_mhz": sm_mhz,
+    }
+
+
+def cpu_facts() -> dict[str, Any]:
+    info = _cpuinfo()
+    arch = platform.machine() or "unknown"
+    vendor = info.get("vendor_id", "")
+    family, model = info.get("cpu family"), info.get("model")
+    uarch = f"{slug(vendor.replace('Authentic', '').replace('Genuine', ''))}{family}.{model}"
+    flags = set(info.get("flags", info.get("Features", "")).split())
+    features = [name for flag, name in CPU_FEATURES if flag in flags]
+    cores = _cores()
+    memory = _memory_gib()
+    parts = [arch, uarch] if family else [arch]
+    parts += ["-".join(features) or "base", f"{cores}c", f"{memory}g"]
+    return {
+        "key": "-".join(p for p in parts if p),
+        "cpu_arch": arch,
+        "cpu_id": f"{vendor} {family}/{model}" if family else vendor or arch,
+        "cpu_features": features,
+        "cpu_cores": cores,
+        "memory_gib": memory,
+    }
+
+
+def soft_facts() -> dict[str, Any]:
+    """Recorded with a fingerprint, never blocking: the CPU's name."""
+    return {"cpu_model": cpu_model()}
+
+
+def nvidia_versions() -> dict[str, Any]:
+    from pytest_llmperf.engines.gpu import nvml
+
+    with nvml() as (pynvml, _):
+        if pynvml is None:
+            return {}
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        return {
+            "driver": _text(driver),
+            "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
+        }
+
+
+def cpu_model() -> str:
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine() or "unknown"
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    if fields:
+                        break
+                    continue
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return fields
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _memory_gib() -> int:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 2**20)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _optional(read: Any) -> Any:
+    try:
+        return read()
+    except Exception:  # pynvml.NVMLError_NotSupported on GPUs that do not report it
+        return None

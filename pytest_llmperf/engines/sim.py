@@ -1,0 +1,37 @@
+"""The simulated engine: a stand-in for ``sglang.launch_server`` that needs no GPU.
+
+It takes SGLang's flags, serves SGLang's native and OpenAI APIs, logs and stops as SGLang does
+(:mod:`pytest_llmperf.sim`), and runs in the plugin's own interpreter. Its figures depend on the
+simulation, not on the machine: its hardware key is ``sim`` everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pytest_llmperf.engines.base import Prepared
+from pytest_llmperf.engines.sglang import SGLangEngine
+
+if TYPE_CHECKING:
+    from pytest_llmperf.profiles import Profile
+
+
+class SimEngine(SGLangEngine):
+    name: ClassVar[str] = "sim"
+    module: ClassVar[str] = "pytest_llmperf.sim"
+
+    def prepare(self, profile: Profile) -> Prepared:
+        return Prepared(profile)  # the simulation takes every release's flags as written
+
+    def preflight(self, profile: Profile, env: Mapping[str, str]) -> list[str]:
+        return []
+
+    def after_stop(self, profile: Profile, pids: Sequence[int]) -> list[str]:
+        return []
+
+    def stop_signal_to_group(self) -> bool:
+        return True
+
+    def hardware(self, profile: Profile) -> dict[str, Any]:
+        return {"key": "sim"}
