@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import httpx
 
 from pytest_llmperf.core.records import ABANDONED, RequestRecord, RunRecords
-from pytest_llmperf.load.streams import SHOWN_BYTES, NativeStream, OpenAIStream, StreamError, shown
+from pytest_llmperf.load.requests import send_one
 from pytest_llmperf.load.transport import make_client, make_transport
 from pytest_llmperf.load.workload import Workload
 
@@ -55,108 +55,6 @@ WARMUP_OUTPUT_LEN = 16
 #: left unflushed (the run itself will tell whether it still serves).
 FLUSH_TIMEOUT_S = 10.0
 _SSE_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-
-
-async def send_one(
-    transport: httpx.AsyncBaseTransport, request: httpx.Request, api: str, rec: RequestRecord
-) -> None:
-    """Stream one request into ``rec``; errors are recorded, never raised.
-
-    Every way a server can break the stream becomes the request's error in plain words (see
-    :mod:`pytest_llmperf.load.streams`): an HTTP error status, a JSON body where an event stream
-    belongs, bytes that hold no ``data:`` event, an event that does not parse, a stream cut
-    before ``[DONE]``. Only cancellation of the run itself propagates.
-    """
-    stream: NativeStream | OpenAIStream = NativeStream() if api == "sglang" else OpenAIStream()
-    times, cumulative = rec.chunk_times, rec.chunk_cumulative
-    rec.start = rec.last_token = perf_counter()
-    done = False
-    head = b""  # the first bytes, to quote when the body is not what the API promises
-    try:
-        response = await transport.handle_async_request(request)
-        body = response.stream
-        assert isinstance(body, httpx.AsyncByteStream)
-        try:
-            if response.status_code != 200:
-                text = b"".join([chunk async for chunk in body]).decode("utf-8", "replace")
-                rec.error = f"HTTP {response.status_code}: {' '.join(text[:300].split())}"
-                return
-            content_type = response.headers.get("content-type", "")
-            if content_type.startswith("application/json"):
-                data = b"".join([chunk async for chunk in body])
-                rec.error = (
-                    f"the server answered with a plain JSON body (Content-Type {content_type}), "
-                    f"not an event stream (text/event-stream): {shown(data)}"
-                )
-                return
-            buf = b""
-            async for data in body:
-                now = perf_counter()
-                if not head:
-                    head = data[:SHOWN_BYTES]
-                if b"\r" in data:
-                    data = data.replace(b"\r\n", b"\n")
-                events = (buf + data).split(b"\n\n")
-                buf = events.pop()
-                grew = False
-                for event in events:
-                    if event.startswith(b"data:"):
-                        payload = event[5:].strip()
-                        if payload == b"[DONE]":
-                            done = True
-                        elif stream.event(payload):
-                            grew = True
-                if grew:
-                    rec.last_token = now
-                    times.append(now)
-                    cumulative.append(stream.count)
-        finally:
-            await body.aclose()
-        if not done:
-            rec.error = _unfinished(stream, head, buf)
-    except httpx.HTTPError as exc:
-        rec.error = _broken(exc, stream, head)
-    except StreamError as exc:
-        rec.error = str(exc)
-    except asyncio.CancelledError:
-        if rec.error is None and not rec.cancelled:  # the run itself is being cancelled
-            raise
-        task = asyncio.current_task()
-        if task is not None and hasattr(task, "uncancel"):
-            task.uncancel()
-    finally:
-        rec.end = perf_counter()
-    if rec.error is None and not rec.cancelled:
-        try:
-            stream.finish(rec)
-        except StreamError as exc:
-            rec.error = str(exc)
-
-
-def _unfinished(stream: NativeStream | OpenAIStream, head: bytes, rest: bytes) -> str:
-    """Why a stream that ended without ``[DONE]`` is not a complete response."""
-    error = stream.error_event()
-    if error is not None:
-        return f"server error: {error}"
-    if not head:
-        return "the server closed the stream without sending anything (empty body)"
-    if not stream.count and not head.lstrip().startswith((b"data:", b":")):
-        return f"the response is not an event stream (no 'data:' events); it began: {shown(head)}"
-    if rest.strip():
-        return f"the stream ended inside an event, before [DONE]: {shown(rest.strip())}"
-    return (
-        f"the stream ended before [DONE], after {stream.count or 0} tokens: the server closed the "
-        "connection mid-response"
-    )
-
-
-def _broken(exc: httpx.HTTPError, stream: NativeStream | OpenAIStream, head: bytes) -> str:
-    """A transport error, said as where in the response it happened."""
-    detail = " ".join(f"{type(exc).__name__}: {exc}".split())
-    if not head:
-        return detail
-    after = f" (after {stream.count} tokens)" if stream.count else ""
-    return f"the stream broke off before [DONE]{after}: {detail}"
 
 
 class _ClientMonitor:
@@ -234,74 +132,120 @@ async def closed_loop(
     flight are cancelled (disconnected: SGLang aborts them).
     """
     abort = abort or Abort()
+    if abort.is_set():
+        return RunRecords(concurrency, [], [], 0.0, 0.0, aborted=abort.reason or _ELSEWHERE)
     if claim is None:
         indices = iter(range(n_requests))
 
         def claim() -> int | None:
             return next(indices, None)
 
-    records: list[RequestRecord] = []
-    in_flight: dict[int, tuple[RequestRecord, asyncio.Task]] = {}
-    if abort.is_set():
-        return RunRecords(concurrency, [], [], 0.0, 0.0, aborted=abort.reason or _ELSEWHERE)
+    loop = _ClosedLoop(transport, api, source, min(concurrency, n_requests), claim, abort, window)
+    return await loop.run(concurrency, stall_timeout_s, progress)
 
-    first_wave: list[RequestRecord] = []
-    closed = False
-    opened_at: float | None = None
 
-    async def worker(slot: int) -> None:
+class _ClosedLoop:
+    """One run's state: its slots (each sends its next request when the last one ends), the
+    window keeper that opens and closes a steady-state window, and the watchdog for stalls."""
+
+    def __init__(
+        self,
+        transport: httpx.AsyncBaseTransport,
+        api: str,
+        source: Source,
+        slots: int,
+        claim: Callable[[], int | None],
+        abort: Abort,
+        window: Window | None,
+    ) -> None:
+        self.transport, self.api, self.source = transport, api, source
+        self.slots, self.claim, self.abort, self.window = slots, claim, abort, window
+        self.records: list[RequestRecord] = []
+        self.in_flight: dict[int, tuple[RequestRecord, asyncio.Task]] = {}
+        self.first_wave: list[RequestRecord] = []
+        self.closed = False
+        self.opened_at: float | None = None
+
+    async def run(
+        self, concurrency: int, stall_timeout_s: float, progress: Progress | None
+    ) -> RunRecords:
+        cpu0, wall0 = time.process_time(), perf_counter()
+        loop = asyncio.get_running_loop()
+        guards = [loop.create_task(self.watchdog(stall_timeout_s))]
+        if self.window is not None:
+            guards.append(loop.create_task(self.keep_window(self.window, wall0)))
+        if progress is not None:
+            guards.append(loop.create_task(_report(progress, self.records, wall0)))
+        try:
+            with _ClientMonitor() as monitor:
+                await asyncio.gather(*(self.slot(k) for k in range(self.slots)))
+        finally:
+            for guard in guards:
+                guard.cancel()
+        measured = None
+        if self.window is not None and self.closed and self.opened_at is not None:
+            measured = (self.opened_at, self.opened_at + self.window.seconds)
+        abort = self.abort
+        return RunRecords(
+            concurrency,
+            self.records,
+            monitor.lags,
+            time.process_time() - cpu0,
+            perf_counter() - wall0,
+            aborted=(abort.reason or _ELSEWHERE) if abort.is_set() else None,
+            window=measured,
+        )
+
+    async def slot(self, k: int) -> None:
+        """Slot ``k``: a request, and the next one the moment it ends, until the run is over.
+        With a window, its first request asks for (k + 1)/C of the output length."""
         task = asyncio.current_task()
         assert task is not None
-        first = window is not None
-        while not closed and not abort.is_set() and (i := claim()) is not None:
+        first = self.window is not None
+        while not self.closed and not self.abort.is_set() and (i := self.claim()) is not None:
             rec = RequestRecord(i)
-            records.append(rec)
-            in_flight[slot] = (rec, task)
+            self.records.append(rec)
+            self.in_flight[k] = (rec, task)
             share = 1.0
             if first:
-                share = (slot + 1) / slots
+                share = (k + 1) / self.slots
                 rec.staggered = share < 1.0
-                first_wave.append(rec)
+                self.first_wave.append(rec)
                 first = False
-            request, rec.requested, rec.sent_prompt_tokens = source(i, share)
-            await send_one(transport, request, api, rec)
-        in_flight.pop(slot, None)
+            request, rec.requested, rec.sent_prompt_tokens = self.source(i, share)
+            await send_one(self.transport, request, self.api, rec)
+        self.in_flight.pop(k, None)
 
-    async def keep_window(w: Window, slots: int, started: float) -> None:
+    async def keep_window(self, w: Window, started: float) -> None:
         """Open the window once every slot's first request is streaming, close it w.seconds
         later, and cancel what is still in flight."""
-        nonlocal closed, opened_at
+        first_wave = self.first_wave
         streaming = 0  # first-wave requests known to stream: each is looked at until it does
         while True:
             while streaming < len(first_wave) and (
                 first_wave[streaming].chunk_times or first_wave[streaming].end
             ):
                 streaming += 1
-            if streaming >= slots:
+            if streaming >= self.slots:
                 break
             await asyncio.sleep(WINDOW_POLL_S)
-        opened_at = max(
+        self.opened_at = opened_at = max(
             started + w.settle_s,
             *(r.chunk_times[0] if r.chunk_times else r.end for r in first_wave),
         )
         await asyncio.sleep(max(0.0, opened_at + w.seconds - perf_counter()))
-        closed = True
-        for rec, task in list(in_flight.values()):
+        self.closed = True
+        for rec, task in list(self.in_flight.values()):
             if rec.end == 0.0 and rec.error is None:
                 rec.cancelled = True
                 task.cancel()
 
-    def abandon(reason: str) -> None:
-        for rec, task in list(in_flight.values()):
-            if rec.end == 0.0 and rec.error is None:
-                rec.error = reason
-                task.cancel()
-
-    async def watchdog() -> None:
+    async def watchdog(self, stall_timeout_s: float) -> None:
+        """Fail a request that got no token for ``stall_timeout_s``, and abandon the run."""
         while True:
             await asyncio.sleep(min(1.0, stall_timeout_s / 4))
             now = perf_counter()
-            for rec, task in list(in_flight.values()):
+            for rec, task in list(self.in_flight.values()):
                 silent = now - rec.last_token
                 if rec.start and rec.end == 0.0 and rec.error is None and silent > stall_timeout_s:
                     what = "the first token" if not rec.chunk_times else "the next token"
@@ -312,36 +256,15 @@ async def closed_loop(
                     )
                     rec.error = reason
                     task.cancel()
-                    abort.set(reason)
-            if abort.is_set():
-                abandon(f"{ABANDONED} another request of the run stalled")
+                    self.abort.set(reason)
+            if self.abort.is_set():
+                self.abandon(f"{ABANDONED} another request of the run stalled")
 
-    cpu0, wall0 = time.process_time(), perf_counter()
-    slots = min(concurrency, n_requests)
-    loop = asyncio.get_running_loop()
-    guards = [loop.create_task(watchdog())]
-    if window is not None:
-        guards.append(loop.create_task(keep_window(window, slots, wall0)))
-    if progress is not None:
-        guards.append(loop.create_task(_report(progress, records, wall0)))
-    try:
-        with _ClientMonitor() as monitor:
-            await asyncio.gather(*(worker(k) for k in range(slots)))
-    finally:
-        for guard in guards:
-            guard.cancel()
-    measured = None
-    if window is not None and closed and opened_at is not None:
-        measured = (opened_at, opened_at + window.seconds)
-    return RunRecords(
-        concurrency,
-        records,
-        monitor.lags,
-        time.process_time() - cpu0,
-        perf_counter() - wall0,
-        aborted=(abort.reason or _ELSEWHERE) if abort.is_set() else None,
-        window=measured,
-    )
+    def abandon(self, reason: str) -> None:
+        for rec, task in list(self.in_flight.values()):
+            if rec.end == 0.0 and rec.error is None:
+                rec.error = reason
+                task.cancel()
 
 
 _ELSEWHERE = "a request in another load-generator process stalled"
@@ -488,6 +411,7 @@ async def measure_level_async(
                 sender, workload.api, warmup_source, plan.concurrency, plan.concurrency, timeout_s,
                 abort=abort,
             )  # fmt: skip
+            _stop_if_refused(warmup, abort)
         window = None
         prebuild = plan.n_requests
         if plan.window_s is not None:
@@ -516,9 +440,18 @@ async def measure_level_async(
                         run_window,
                     )
                 )
+            _stop_if_refused(runs[-1], abort)
         if warmup is not None and warmup.aborted and warmup.records:
             return [replace(warmup, warmup=True)]  # it stalled: nothing was measured, this says why
         return runs
+
+
+def _stop_if_refused(run: RunRecords, abort: Abort) -> None:
+    """A server that refused every request of a run (HTTP 4xx: a prompt too long for its context,
+    a model it does not serve) refuses the next run's too: the level ends now, saying why."""
+    errors = [rec.error for rec in run.records]
+    if errors and all(e is not None and e.startswith("HTTP 4") for e in errors):
+        abort.set(f"the server refused every request of a run ({errors[0]})")
 
 
 @contextlib.contextmanager

@@ -64,7 +64,8 @@ def test_sampled_tokens_per_step_have_the_configured_mean(accept_length):
 )  # fmt: skip
 def test_the_final_events_spec_keys_are_those_of_the_release_impersonated(version, verify_ct, keys):
     from pytest_llmperf.sim.engine import SimRequest
-    from pytest_llmperf.sim.server import SimServer, parse_args
+    from pytest_llmperf.sim.flags import parse_args
+    from pytest_llmperf.sim.server import SimServer
 
     flags = [
         "--model-path",
