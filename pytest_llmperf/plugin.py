@@ -60,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
         preflight.unresolved_secrets(selected)
         preflight.check_outputs(config, settings, selected)
         preflight.raise_open_files(selected)
+        preflight.unreachable_server(settings, selected)
     datasets = preflight.load_datasets(selected)
     run_dir = settings.run_dir_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     config.stash[SESSION_KEY] = LLMPerfSession(
@@ -138,10 +139,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "llm_profile" not in metafunc.fixturenames:
         return
     if not session.selected:
-        raise pytest.UsageError(
-            f"{metafunc.definition.nodeid} needs a server profile, but no profiles file was found at "
-            f"{session.settings.profiles_file}. Pass --llm-profiles-file PATH (ini: llmperf_profiles_file)."
-        )
+        # Said once, as a usage error when collection ends (pytest_collection_finish), not as a
+        # collection error with pytest's traceback per test file.
+        session.unprofiled_tests.append(metafunc.definition.nodeid)
+        return
     with_levels = "llm_concurrency" in metafunc.fixturenames
     levels = markers.MarkerOptions.from_item(metafunc.definition).concurrency
     values, ids = measurement_params(session.selected, with_levels, levels)
@@ -175,6 +176,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """The plan of the run, before the first server starts (see pytest_llmperf/plan.py)."""
     state = session.config.stash.get(SESSION_KEY, None)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if state is not None and state.unprofiled_tests:
+        path = state.settings.profiles_file
+        raise pytest.UsageError(
+            f"{state.unprofiled_tests[0]} needs a server profile, but there is no profiles file at "
+            f"{path}. Create one (`python -m pytest_llmperf init` writes a working one), or point "
+            "--llm-profiles-file PATH (ini: llmperf_profiles_file) at yours."
+        )
     if state is None or not state.selected or reporter is None:
         return
     from pytest_llmperf import plan
@@ -311,7 +319,8 @@ def _write_summary(
         terminalreporter.write_line(line)
     for line in terminal.speculative_lines(results):
         terminalreporter.write_line(line)
-    for line, color in terminal.verdict_lines(results):
+    verbose = terminalreporter.config.get_verbosity() > 0
+    for line, color in terminal.verdict_lines(results, verbose=verbose):
         terminalreporter.write_line(line, **({color: True} if color else {}))
     if session.servers and not session.settings.server_url:
         terminalreporter.write_line(f"server logs and command lines: {session.run_dir}")

@@ -8,6 +8,7 @@
 - :func:`unresolved_secrets`: every ``${NAME}`` a selected profile takes from the environment,
   and its ``api_key_env``, is set.
 - :func:`load_datasets`: every selected profile's request file is read and checked line by line.
+- :func:`unreachable_server`: the server ``--llm-server-url`` names answers.
 """
 
 from __future__ import annotations
@@ -87,6 +88,27 @@ def raise_open_files(selected: list[Profile]) -> None:
     from pytest_llmperf.load.limits import ensure_open_files
 
     ensure_open_files(max(c for p in selected for c in p.concurrency))
+
+
+def unreachable_server(settings: Settings, selected: list[Profile]) -> None:
+    """``--llm-server-url``: the server answers its health endpoint now, or one UsageError
+    before the plan (instead of a setup error per test after it)."""
+    if not settings.server_url or len(selected) != 1:
+        return
+    from pytest_llmperf.secrets import resolve
+    from pytest_llmperf.servers.lifecycle import readiness_problem
+
+    profile = selected[0]
+    resolved = resolve(profile)
+    headers = {"Authorization": f"Bearer {resolved.api_key}"} if resolved.api_key else {}
+    problem = readiness_problem(
+        settings.server_url.rstrip("/") + profile.readiness_path, headers, timeout_s=10.0
+    )
+    if problem is not None:
+        raise pytest.UsageError(
+            f"--llm-server-url {settings.server_url} {problem} (profile {profile.name!r}). Start "
+            "the server, or check the URL and the profile's health_path."
+        )
 
 
 def unresolved_secrets(selected: list[Profile]) -> None:

@@ -62,6 +62,8 @@ class LLMPerfSession:
     #: The workload each point was measured with, by (profile, golden key without metric):
     #: more runs of a point (stages, top-ups, another test's checks) use exactly the same.
     workloads: dict[tuple[str, str], Workload] = field(default_factory=dict)
+    #: Tests that need a server profile, collected while there is no profiles file.
+    unprofiled_tests: list[str] = field(default_factory=list)
     #: Points measured for a test before it ran (``llmperf.measured_by``), by (node id, C).
     measured_ahead: dict[tuple[str, int], MeasuredPoint] = field(default_factory=dict)
 
@@ -178,8 +180,9 @@ class LLMPerfSession:
             speedups=list(self.speedups),
             analyses=self.analyses(),
             golden_notes=list(self.golden_notes),
+            # Not when levels were restricted: their other levels are expected to go unused.
             unused_goldens=self.unused_goldens()
-            if whole_suite and not self.settings.update
+            if whole_suite and not self.settings.update and self.settings.concurrency is None
             else [],
             profiles={
                 p.name: ProfileFacts(p.fail_margin, p.min_requests, p.warmup) for p in self.selected

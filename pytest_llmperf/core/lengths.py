@@ -54,6 +54,10 @@ class Lengths:
     def smallest(self) -> int:
         return self.uniform[0] if self.uniform is not None else min(self.values)
 
+    @property
+    def largest(self) -> int:
+        return self.uniform[1] if self.uniform is not None else max(self.values)
+
     def draw(self, rng: random.Random) -> int:
         if self.uniform is not None:
             return rng.randint(*self.uniform)

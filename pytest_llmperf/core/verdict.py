@@ -213,6 +213,7 @@ def describe(
     fail_margin: float,
     warn_margin: float | None = None,
     unit: str = "tok/s",
+    why: str | None = None,
 ) -> str:
     """``eagle3 C=70: 241.3 tok/s vs golden 352.0 (−31.4 %, slower, p=0.0004, n=3 vs 10) —
     FAIL: slower than the 15 % fail margin``: what moved, which way, and why this verdict."""
@@ -220,7 +221,7 @@ def describe(
     return (
         f"{label}: {format_value(metric_mean, unit)} vs golden {format_value(golden_mean, unit, bare=True)} "
         f"({signed_percent(v.change)} %, {direction}, p={v.p:.2g}, n={v.n_new} vs {v.n_golden}) — "
-        f"{v.name}: {_why(v, fail_margin, warn_margin)}"
+        f"{v.name}: {why or _why(v, fail_margin, warn_margin)}"
     )
 
 

@@ -199,6 +199,18 @@ class Engine:
             )
         return None
 
+    def context_per_request(self, info: Mapping[str, Any]) -> int | None:
+        """The most tokens (prompt and output together) one request may have on this server, as
+        it says: SGLang's ``max_req_input_len`` (its context length less one, or its KV cache's
+        tokens), llama.cpp's context per slot (``-c`` divided by ``-np``). None: not said."""
+        limit = sglang_info(info).get("max_req_input_len")
+        if isinstance(limit, int) and limit > 0:
+            return limit + 1
+        props = info.get("/props") or {}
+        settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+
     def flushes_between_runs(self, profile: Profile, windowed: bool) -> bool:
         """Whether the prefix cache is flushed (``/flush_cache``) before each run: on SGLang's
         native API, not between windowed runs (requests cut at a window's close are still being

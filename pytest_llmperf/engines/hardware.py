@@ -69,8 +69,9 @@ def gpu_facts(env: Mapping[str, str]) -> dict[str, Any] | None:
     }
 
 
-def cpu_facts() -> dict[str, Any]:
-    info = _cpuinfo()
+def cpu_facts(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The CPU's facts and key, from /proc/cpuinfo (or the text ``cpuinfo``)."""
+    info = _cpuinfo(cpuinfo)
     arch = platform.machine() or "unknown"
     vendor = info.get("vendor_id", "")
     family, model = info.get("cpu family"), info.get("model")
@@ -118,20 +119,22 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
 
 
-def _cpuinfo() -> dict[str, str]:
+def _cpuinfo(text: str | None = None) -> dict[str, str]:
     """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
+    if text is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as f:
+                text = f.read()
+        except OSError:
+            return {}
     fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if not line.strip():
-                    if fields:
-                        break
-                    continue
-                key, _, value = line.partition(":")
-                fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
     return fields
 
 

@@ -80,10 +80,8 @@ def conclude(
     point.p_value = verdict.p
     point.message = describe(
         point.label, point.summary.mean, gold_mean, verdict, margins.fail, margins.warn,
-        unit=point.unit,
+        unit=point.unit, why=point.ungated,
     )  # fmt: skip
-    if point.ungated:
-        point.message += f" ({point.ungated})"
     if not verdict.passed:
         changes = "".join(f"\n    {line}" for line in point.environment_changes)
         pytest.fail(

@@ -56,13 +56,25 @@ def row(point: MeasuredPoint) -> tuple[str, ...]:
         if math.isfinite(s.mean)
         else f"- ({s.n})",
         "-" if golden is None else format_value(golden, unit, bare=True),
-        "-" if point.ratio is None else signed_percent(point.ratio - 1),
+        change_cell(point),
         _number(point.run_average(lambda r: r.request_tok_s["mean"])),
         f"{ms(point.run_average(lambda r: r.ttft_s['p50']))} / {ms(point.run_average(lambda r: r.ttft_s['p99']))}",
         ms(point.run_average(lambda r: r.itl_s["p50"])),
         "-" if not math.isfinite(accept) else f"{accept:.2f}",
-        point.verdict.value,
+        point.verdict.value + (" (not gated)" if point.ungated else ""),
     )
+
+
+def change_cell(point: Point) -> str:
+    """``−3.1 slower``: the mean against the golden's, and which way that is (a latency that
+    rises is slower, a throughput that rises is faster)."""
+    if point.ratio is None:
+        return "-"
+    change = point.ratio - 1
+    if abs(change) < 0.0005:
+        return signed_percent(change)
+    worse = change > 0 if point.lower_is_better else change < 0
+    return f"{signed_percent(change)} {'slower' if worse else 'faster'}"
 
 
 def _number(value: float) -> str:
@@ -117,11 +129,18 @@ def speculative_lines(results: Results) -> list[str]:
         table = _aligned([SPEEDUP_COLUMNS, *speedup_rows(results, analysis)], right={0, 1, 4, 5, 6})
         lines += ["  " + line for line in table]
         lines.append(f"  {analysis.advice()}")
+    if results.analyses:
+        lines.append(
+            "  (speedup: speculative ÷ base output tok/s, paired run by run; break-even accept: the "
+            "accept length at which speculation would tie; gate: the speedup test's verdict "
+            "against its golden, '-' where none checked it)"
+        )
     return lines
 
 
-def verdict_lines(results: Results) -> list[Line]:
-    """Counts per verdict, the rows that matter, what was written, and what to do next."""
+def verdict_lines(results: Results, *, verbose: bool = False) -> list[Line]:
+    """Counts per verdict, the rows that matter, what was written, and what to do next;
+    golden points no test used are counted, and listed when ``verbose``."""
     points = results.all_points
     counts = results.counts()
     lines: list[Line] = [("llmperf verdicts: " + counts_line(counts), None)]
@@ -143,13 +162,16 @@ def verdict_lines(results: Results) -> list[Line]:
         lines += [(f"  {profile}: {change}", None) for profile, change in changes]
     lines += [(f"golden: {note}", None) for note in results.golden_notes]
     if results.unused_goldens:
+        how = ":" if verbose else " (-v lists them)."
         lines.append(
             (
-                f"{len(results.unused_goldens)} golden point(s) were not used by any test in this run:",
+                f"{len(results.unused_goldens)} golden point(s) were not used by any test in this "
+                f"run: a test renamed, moved or removed?{how}",
                 "yellow",
             )
         )
-        lines += [(f"  {item}", None) for item in results.unused_goldens]
+        if verbose:
+            lines += [(f"  {item}", None) for item in results.unused_goldens]
     return lines
 
 
@@ -167,11 +189,11 @@ def _point_lines(p: Point) -> list[Line]:
     verdict = p.verdict
     if verdict is Outcome.INVALID:
         return [
-            (f"INVALID {p.label} ({p.node.short_name}): {problem}", verdict.color)
+            (f"INVALID {p.node.short_name} {p.label}: {problem}", verdict.color)
             for problem in p.problems or [p.message or ""]
         ]
     if verdict.noteworthy and p.message:
-        return [(f"{verdict.value} {p.message}", verdict.color)]
+        return [(f"{verdict.value} {p.node.short_name} {p.message}", verdict.color)]
     return []
 
 

@@ -262,7 +262,10 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester):
             slower = pytester.runpytest_subprocess(*args)
         slower.assert_outcomes(failed=1)
         slower.stdout.fnmatch_lines(
-            ["cpu C=1: * tok/s vs golden * (\u2212*%, p=*) \u2014 FAIL, margin 20 %"]
+            [
+                "cpu C=1: * tok/s vs golden * (\u2212*%, slower, p=*) \u2014 FAIL: "
+                "significantly slower by more than the 20 %*"
+            ]
         )
     finally:
         lifecycle.stop(server)  # the whole tree, and the /dev/shm files SGLang leaves

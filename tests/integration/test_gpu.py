@@ -48,6 +48,21 @@ class FakeNVML(types.ModuleType):
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.holders[handle]]
 
+    NVML_CLOCK_SM = 1
+
+    def nvmlSystemGetDriverVersion(self):
+        return b"590.48.01"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self):
+        return 13000
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle):
+        return 600_000  # milliwatts
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, clock):
+        assert clock == self.NVML_CLOCK_SM
+        return 2617
+
 
 @pytest.fixture
 def sleeper():
@@ -133,5 +148,9 @@ def test_the_hardware_key_counts_the_visible_gpus(monkeypatch, tmp_path):
     path = tmp_path / "profiles.toml"
     path.write_text('[profiles.g]\nengine = "sglang"\nenv = { CUDA_VISIBLE_DEVICES = "0,1" }\n')
     profile = load_profiles(path).profiles["g"]
-    key = profile.kind.hardware(profile)["key"]
-    assert key.startswith("2x") and "rtx-pro-6000" in key
+    facts = profile.kind.hardware(profile)
+    # What changes a figure: the GPUs, the driver, CUDA, the power limit and the clock.
+    assert facts["key"] == (
+        "2xnvidia-rtx-pro-6000-blackwell-server-edition-drv590.48.01-cuda13.0-600w-2617mhz"
+    )
+    assert facts["gpu_count"] == 2 and facts["power_limit_w"] == 600

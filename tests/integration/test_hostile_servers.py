@@ -25,6 +25,8 @@ REQUEST_TIMEOUT_S = 2.0
 #: behaviour → the reason each failed request must carry, per API (one string: both).
 EXPECTED: dict[str, str | dict[str, str]] = {
     "http-500": "HTTP 500: Internal Server Error: the engine is gone",
+    # Refused once, the point stops: no more runs (each profile asks for 2).
+    "http-400": "runs were not made: the server refused every request of a run (HTTP 400:",
     "json-body": "answered with a plain JSON body (Content-Type application/json",
     "empty-body": "the server closed the stream without sending anything (empty body)",
     "not-sse": "the response is not an event stream (no 'data:' events); it began: <html>",

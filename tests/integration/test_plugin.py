@@ -279,6 +279,15 @@ def test_attach_to_a_running_server_neither_launches_nor_stops_it(pytester):
         )
     finally:
         server.stop()
+    # The server is gone: one usage error, before the plan, instead of a setup error per test.
+    dead = pytester.runpytest("--llm-profile", "sim-base", "--llm-server-url", server.url)
+    assert dead.ret == pytest.ExitCode.USAGE_ERROR
+    dead.stderr.fnmatch_lines(
+        [
+            f"ERROR: --llm-server-url {server.url} cannot be reached: ConnectError*(profile 'sim-base')*"
+        ]
+    )
+    assert "llmperf plan" not in dead.stdout.str()
 
 
 def test_ini_keys_select_profiles_and_levels(pytester, no_leftovers):
@@ -314,3 +323,17 @@ def test_invalid_option_values_are_usage_errors(pytester):
         result = pytester.runpytest(*args)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([message])
+
+
+def test_a_new_project_without_a_profiles_file_gets_one_usage_error_with_the_fix(pytester):
+    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: test_perf.py::test_output_throughput needs a server profile, but there is no "
+            "profiles file at *profiles.toml. Create one (`python -m pytest_llmperf init` writes "
+            "a working one)*"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -246,21 +246,28 @@ OPEN_FILES_RUNNER = """
 import resource, sys
 import pytest
 resource.setrlimit(resource.RLIMIT_NOFILE, ({soft}, {hard}))
-sys.exit(pytest.main(["-p", "no:cacheprovider", "--perf-update"]))
+sys.exit(pytest.main(["-p", "no:cacheprovider", "--perf-update", "--perf-update-runs", "1",
+                      "--perf-json", "out.json"]))
 """
 
 
 @pytest.mark.parametrize(("soft", "hard", "passes"), [(200, 200, False), (200, 4096, True)])
 def test_the_open_file_limit_is_checked_and_raised_before_measuring(pytester, soft, hard, passes):
     """C = 250 needs about 506 descriptors: with a hard limit of 200 the point fails at once with
-    the fix; with a soft limit of 200 under a hard 4096 the plugin raises it and measures (before
-    the check, both failed most requests with "Too many open files")."""
+    the fix; with a soft limit of 200 under a hard 4096 the plugin raises it and every request
+    succeeds (before the check, both failed most requests with "Too many open files"). Whether 2
+    shared cores keep all 250 in flight is another check's business (it once flagged a run
+    here as client-bound, 233.9 of 250): this test judges the requests, not the pace."""
     write_profiles(pytester, concurrency="[250]", runs=1, output_len=8, min_requests=250)
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     runner = pytester.makepyfile(run_it=OPEN_FILES_RUNNER.format(soft=soft, hard=hard))
     result = pytester.run(sys.executable, str(runner), timeout=120)
     if passes:
-        assert result.ret == 0, result.stdout.str()[-2000:]
+        assert "Too many open files" not in result.stdout.str()
+        (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+        assert point["runs"], result.stdout.str()[-2000:]
+        for run in point["runs"]:
+            assert run["failed_requests"] == 0 and run["requests"] >= 250, run
     else:
         assert result.ret == 1
         result.stdout.fnmatch_lines(

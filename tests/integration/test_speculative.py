@@ -160,12 +160,13 @@ def test_speedup_gate_fails_when_speculation_loses_its_benefit_though_both_figur
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "sim-spec vs sim-base C=1: 0.* vs golden 1.* (\u2212*%, p=*, n=? vs 6) \u2014 FAIL, margin 15 %"
+            "sim-spec vs sim-base C=1: 0.* vs golden 1.* (\u2212*%, slower, p=*, n=? vs 6) \u2014 FAIL: "
+            "significantly slower by more than the 15 %*"
         ]
     )
     assert (
-        "FAIL sim-base C=1" not in result.stdout.str()
-        and "FAIL sim-spec C=1:" not in result.stdout.str()
+        "FAIL output_throughput sim-base C=1" not in result.stdout.str()
+        and "FAIL output_throughput sim-spec C=1:" not in result.stdout.str()
     )
 
 

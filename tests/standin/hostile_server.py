@@ -17,6 +17,7 @@ from aiohttp import web
 BEHAVIOURS = {
     "ok": "a correct stream",
     "http-500": "HTTP 500 with a text body",
+    "http-400": "HTTP 400 for every request, as SGLang refuses a prompt longer than its context",
     "json-body": "200 with a plain JSON body instead of an event stream",
     "empty-body": "200 text/event-stream with no body at all",
     "not-sse": "200 with text that holds no data: events",
@@ -78,6 +79,12 @@ class Hostile:
         )
         n = int(n or 16)
         b = self.behaviour
+        if b == "http-400":
+            return web.json_response(
+                {"error": {"message": "The input (2048 tokens) is longer than the model's context "
+                           "length (2048 tokens).", "code": 400}},
+                status=400,
+            )  # fmt: skip
         if b == "http-500":
             return web.Response(status=500, text="Internal Server Error: the engine is gone")
         if b == "json-body":

@@ -95,13 +95,17 @@ def test_verdict_lines_say_what_matters_in_colour_and_what_to_do(mixed):
     lines = terminal.verdict_lines(mixed)
     texts = [text for text, _ in lines]
     assert texts[0] == "llmperf verdicts: 1 FAIL, 1 INVALID, 3 PASS"
-    assert (f"FAIL {mixed.points[1].message}", "red") in lines
+    assert (f"FAIL output_throughput {mixed.points[1].message}", "red") in lines
     assert (
-        "INVALID sim-spec C=250 (output_throughput): run 1: client-bound: only 3.0 of C=4 in flight",
+        "INVALID output_throughput sim-spec C=250: run 1: client-bound: only 3.0 of C=4 in flight",
         "red",
     ) in lines
     assert ("golden: baselines/sim-base/sim.json: recorded x", None) in lines
-    assert ("1 golden point(s) were not used by any test in this run:", "yellow") in lines
+    unused = (
+        "1 golden point(s) were not used by any test in this run: a test renamed, moved or removed?"
+    )
+    assert (f"{unused} (-v lists them).", "yellow") in lines
+    assert (f"{unused}:", "yellow") in terminal.verdict_lines(mixed, verbose=True)
     assert not any(
         text.startswith("PASS") for text in texts
     )  # passing points get no line of their own
@@ -132,7 +136,8 @@ def test_speculative_lines_show_speedup_per_level_gate_and_advice(mixed):
     )  # 112 / 102, gated PASS
     level250 = next(line for line in lines if line.split()[:1] == ["250"])
     assert "slower" in level250 and level250.endswith("-")  # no gate at 250
-    assert "crossover at C = 250" in lines[-1] and "keep speculation up to C = 1" in lines[-1]
+    assert "crossover at C = 250" in lines[-2] and "keep speculation up to C = 1" in lines[-2]
+    assert lines[-1].startswith("  (speedup: speculative ÷ base") and "gate: " in lines[-1]
 
 
 def test_markdown_has_counts_noteworthy_rows_one_table_per_test_and_the_speculative_section(mixed):

@@ -1,0 +1,35 @@
+"""``python -m pytest_llmperf COMMAND``: what the plugin does outside a pytest run.
+
+- ``init [DIR] [--force]``: a working ``perf_suites/`` for a new project (pytest_llmperf/scaffold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pytest_llmperf import __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_llmperf")
+    parser.add_argument("--version", action="version", version=f"pytest-llmperf {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    init = commands.add_parser(
+        "init", help="Write a working perf_suites/ (profiles, suites, goldens) into a project."
+    )
+    init.add_argument("directory", nargs="?", default=".", type=Path, help="Default: .")
+    init.add_argument("--force", action="store_true", help="Replace files that exist.")
+    args = parser.parse_args(argv)
+    if args.command == "init":
+        from pytest_llmperf.scaffold import init as write_scaffold
+
+        for line in write_scaffold(args.directory, force=args.force):
+            print(line)
+        print("next:     pytest perf_suites     (runs the simulated pair against its goldens)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

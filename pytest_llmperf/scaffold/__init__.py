@@ -1,0 +1,70 @@
+"""``python -m pytest_llmperf init``: a working ``perf_suites/`` for a new project.
+
+It writes the shipped suites (the same files as this repository's ``perf_suites/``), a
+commented ``profiles.toml`` whose simulated pair runs at once, the simulated pair's goldens (so
+the first ``pytest perf_suites`` gates and passes), a ``pytest.ini`` when the project has no
+pytest configuration yet (pytest would otherwise take ``perf_suites/`` as its root), and a
+nightly GPU workflow to edit. Existing files are never overwritten without ``--force``.
+"""
+
+from __future__ import annotations
+
+import configparser
+from importlib.resources import files
+from pathlib import Path
+
+#: What init writes: target path (relative to the project) → the scaffold file it copies.
+FILES = {
+    "perf_suites/profiles.toml": "profiles.toml",
+    "perf_suites/test_throughput.py": "perf_suites/test_throughput.py",
+    "perf_suites/test_prefill.py": "perf_suites/test_prefill.py",
+    "baselines/sim-baseline/sim.json": "baselines/sim-baseline/sim.json",
+    "baselines/sim-eagle3/sim.json": "baselines/sim-eagle3/sim.json",
+    ".github/workflows/nightly-llm-perf.yml": "nightly.yml",
+}
+PYTEST_INI = """\
+[pytest]
+# pytest-llmperf: where the profiles and the goldens are (relative to this file).
+llmperf_profiles_file = perf_suites/profiles.toml
+llmperf_baseline_dir = baselines
+"""
+
+
+def init(project: Path, *, force: bool = False) -> list[str]:
+    """Write the scaffold into ``project``; one line per file written or kept."""
+    source = files(__name__)
+    lines = []
+    for target, name in FILES.items():
+        path = project / target
+        if path.exists() and not force:
+            lines.append(f"kept     {target} (exists; --force replaces it)")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(source.joinpath(name).read_bytes())
+        lines.append(f"wrote    {target}")
+    if has_pytest_config(project):
+        lines.append(
+            "kept     the project's pytest configuration (add the llmperf_* keys if needed)"
+        )
+    else:
+        (project / "pytest.ini").write_text(PYTEST_INI, encoding="utf-8")
+        lines.append("wrote    pytest.ini")
+    return lines
+
+
+def has_pytest_config(project: Path) -> bool:
+    """Whether pytest finds a configuration file in ``project`` itself."""
+    if (project / "pytest.ini").exists() or (project / ".pytest.ini").exists():
+        return True
+    pyproject = project / "pyproject.toml"
+    if pyproject.exists() and "[tool.pytest.ini_options]" in pyproject.read_text(encoding="utf-8"):
+        return True
+    for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(project / name, encoding="utf-8")
+        except configparser.Error:
+            continue
+        if parser.has_section(section):
+            return True
+    return False
