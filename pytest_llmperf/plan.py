@@ -43,17 +43,16 @@ def golden_runs(baseline_dir: Path, profile: Profile) -> dict[int, list[float]]:
     """Recorded output tok/s runs per level of the profile's golden on this hardware ({} if none)."""
     try:
         key = profile.kind.hardware(profile)["key"]
-        data = load(golden_path(baseline_dir, profile.name, key)) or {}
+        golden = load(golden_path(baseline_dir, profile.name, key))
     except (GoldenError, OSError):
         return {}
-    out: dict[int, list[float]] = {}
-    for point in (data.get("points") or {}).values():
-        if point.get("metric") == "output_tok_s" and isinstance(point.get("concurrency"), int):
-            values = [r.get("value") for r in point.get("runs") or () if isinstance(r, dict)]
-            numbers = [float(v) for v in values if isinstance(v, (int, float)) and v > 0]
-            if numbers and len(numbers) == len(values):
-                out[point["concurrency"]] = numbers
-    return out
+    if golden is None:
+        return {}
+    return {
+        point.concurrency: point.values
+        for point in golden.points.values()
+        if point.metric == "output_tok_s" and isinstance(point.concurrency, int)
+    }
 
 
 def levels(

@@ -204,3 +204,127 @@ def is_str_map(v: Any) -> bool:
     return isinstance(v, dict) and all(
         isinstance(k, str) and isinstance(x, str) for k, x in v.items()
     )
+
+
+#: What each profile field means, for the reference (docs/reference/profiles.md is generated
+#: from this table and DEFAULTS): every field has an entry, checked by a test.
+FIELD_HELP: dict[str, str] = {
+    "extends": (
+        "inherit another profile; lists are replaced, `extra_args` is appended to the inherited "
+        "`args`, `env` is merged"
+    ),
+    "description": ("what the profile is, in words"),
+    "engine": (
+        '`"sglang"`: `<python> -m sglang.launch_server`; `"sim"`: the simulated engine; '
+        '`"llamacpp"`: llama.cpp\'s `llama-server` (`binary`, `model`); `"command"`: `command` as '
+        'given; `"remote"`: a server at `url`; or `"package.module:Class"`, an `Engine` subclass '
+        "of your own"
+    ),
+    "python": ("interpreter for `sglang`/`sim` (SGLang usually lives in its own venv)"),
+    "model": (
+        "passed as `--model-path` (`llamacpp`: a GGUF file, relative to the profiles file, passed"
+        " as `-m`)"
+    ),
+    "args": ("server flags"),
+    "extra_args": ("flags appended to the inherited `args`"),
+    "env": (
+        'environment variables for the server, e.g. `{ NCCL_PROTO = "LL" }`; `${NAME}` takes a '
+        "value from pytest's environment (see *Secrets*)"
+    ),
+    "extra_body": (
+        "JSON fields added to every request (merged like `env`), e.g. llama.cpp's `{ cache_prompt"
+        " = false }`; part of the workload's fingerprint"
+    ),
+    "command": (
+        '`engine = "command"` only; placeholders `{host}` `{port}` `{model}` `{python}` '
+        "`{run_dir}`; `{port}` is required (the plugin picks a free port)"
+    ),
+    "binary": (
+        '`engine = "llamacpp"`: the executable, a path relative to the profiles file or a name on'
+        " PATH"
+    ),
+    "health_path": (
+        "the URL path that answers 200 once the server is ready: `/health_generate` for "
+        "`sglang`/`sim`, `/health` for `llamacpp`/`command`"
+    ),
+    "url": (
+        '`engine = "remote"` only: the base URL of a server someone else runs; nothing is '
+        "launched or stopped, readiness is waited for up to `ready_timeout_s`"
+    ),
+    "speculative": (
+        "whether the server speculates (pairs it with its base for the speedup analysis): "
+        "`--speculative-algorithm` in the args (`sglang`, `sim`, `command`), "
+        "`-md`/`--model-draft` (`llamacpp`); set `true`/`false` for any other server"
+    ),
+    "host": ("the port is always a free one chosen by the plugin"),
+    "api": (
+        '`"sglang"` (native `/generate`), `"openai"` (`/v1/completions`) or `"chat"` '
+        "(`/v1/chat/completions`)"
+    ),
+    "concurrency": ("levels"),
+    "runs": (
+        "measured runs per level before the verdict may ask for more; 2 when the golden is "
+        "precise enough that 2 decide (see *Golden baselines and verdicts*)"
+    ),
+    "output_len": (
+        "tokens per request, with `ignore_eos`: a number, `{ uniform = [LOW, HIGH] }` or `{ "
+        "values = [...], weights = [...] }` (see *Workloads*)"
+    ),
+    "input_len": (
+        "exact prompt tokens, sent as token ids (a number or a distribution, as `output_len`); "
+        "default: the built-in text prompts"
+    ),
+    "shared_prefix_len": (
+        "with `input_len`: the first tokens every request shares, to measure prefix caching on "
+        "purpose"
+    ),
+    "dataset": ("a JSONL or ShareGPT file of requests, relative to the profiles file"),
+    "seed": ("seeds the synthetic ids and every length drawn from a distribution"),
+    "token_id_range": (
+        "where synthetic ids are drawn from (`LOW <= id < HIGH`), inside every modern vocabulary;"
+        " a tiny test model's may need less"
+    ),
+    "slo": (
+        "per-request limits for `goodput_req_s`: `ttft_s`, `itl_s`, `tpot_s`, `e2e_s` (seconds)"
+    ),
+    "min_requests": ("floor of N = max(floor, 4·C) (runs of whole requests)"),
+    "window_s": (
+        "measure each run over a steady-state window of this many seconds instead of N whole "
+        "requests (see *Steady-state windows*)"
+    ),
+    "settle_s": (
+        "with `window_s`: after a run whose requests were cut, the next window opens no earlier "
+        "than this after its run began (SGLang 0.5.6 aborts a disconnected request 2 s later, "
+        "0.5.19+ at once)"
+    ),
+    "warmup": ("warm up at C before each level"),
+    "ready_timeout_s": ("loading may take this long"),
+    "shutdown_timeout_s": ("SIGTERM grace before SIGKILL of the process group"),
+    "request_timeout_s": ("a stream silent this long has stalled"),
+    "fail_margin": (
+        "the verdict fails a point significantly slower than its golden by more than this "
+        "fraction (see *Golden baselines and verdicts*)"
+    ),
+    "warn_margin": ("the verdict warns beyond this fraction"),
+    "latency_fail_margin": (
+        'the fail margin of latency checks (`check(point, metric="ttft_p99_s")`): a latency fails'
+        " when significantly more than this much slower"
+    ),
+    "latency_warn_margin": ("the warn margin of latency checks"),
+    "base_profile": (
+        "a speculative profile's base for the speedup analysis; default: the nearest "
+        "non-speculative profile along `extends`"
+    ),
+    "differs_from_base": (
+        "a speculative profile that differs from its base beyond speculation on purpose says why "
+        "here; the plan states it once instead of a warning at every launch"
+    ),
+    "gpu_wait_s": (
+        '`engine = "sglang"`: wait this long for other processes to free the GPUs before failing '
+        "the launch"
+    ),
+    "api_key_env": (
+        "the environment variable whose value the client sends as `Authorization: Bearer`; "
+        "default: the value of `--api-key` in `args`"
+    ),
+}

@@ -20,6 +20,7 @@ from pytest_llmperf.core.results import ProfileFacts, Results
 from pytest_llmperf.core.speculative import Analysis
 from pytest_llmperf.golden import store
 from pytest_llmperf.golden.fingerprint import Fingerprint
+from pytest_llmperf.golden.model import GoldenFile
 from pytest_llmperf.golden.store import PendingFile, PendingPoint, golden_path
 from pytest_llmperf.profiles import Profile, ProfileSet
 from pytest_llmperf.settings import Settings
@@ -38,17 +39,15 @@ class LLMPerfSession:
     selected: list[Profile]
     run_dir: Path
     points: list[MeasuredPoint] = field(default_factory=list)
-    speedups: list[SpeedupPoint] = field(
-        default_factory=list
-    )  # the speculative speedup gate's points
+    # The speculative speedup gate's points
+    speedups: list[SpeedupPoint] = field(default_factory=list)
     servers: dict[str, ServerHandle] = field(default_factory=dict)
     fingerprints: dict[str, Fingerprint] = field(default_factory=dict)
-    goldens: dict[Path, dict[str, Any] | None] = field(default_factory=dict)
+    goldens: dict[Path, GoldenFile | None] = field(default_factory=dict)
     pending: dict[Path, PendingFile] = field(default_factory=dict)
     golden_notes: list[str] = field(default_factory=list)
-    report_notes: list[str] = field(
-        default_factory=list
-    )  # what --perf-report / --perf-benchmark-json wrote
+    # What --perf-report / --perf-benchmark-json wrote
+    report_notes: list[str] = field(default_factory=list)
     whole_suite: bool = True  # nothing deselected: goldens nobody used can be reported
     #: Golden files found unusable in this run: under --perf-update, nothing is written then.
     golden_errors: list[str] = field(default_factory=list)
@@ -118,7 +117,7 @@ class LLMPerfSession:
             self.settings.baseline_dir, profile, self.fingerprints[profile].hardware_key
         )
 
-    def golden(self, profile: str) -> dict[str, Any] | None:
+    def golden(self, profile: str) -> GoldenFile | None:
         """The profile's golden file, read once per session (GoldenError if unusable)."""
         path = self.golden_file(profile)
         if path not in self.goldens:
@@ -143,8 +142,8 @@ class LLMPerfSession:
         unused = []
         for profile in self.servers:
             path = self.golden_file(profile)
-            data = self.goldens.get(path)
-            for key in sorted((data or {}).get("points", {})):
+            golden = self.goldens.get(path)
+            for key in sorted(golden.points if golden is not None else ()):
                 if (profile, key) not in measured:
                     unused.append(f"{path}: {key}")
         return unused

@@ -127,47 +127,73 @@ OPTIONS = tuple(
 DEFAULTS = {option.ini: option.default for option in OPTIONS}
 
 
+class Flag(NamedTuple):
+    flag: str
+    dest: str
+    ini: str | None  # a boolean ini key of the same meaning, or None
+    help: str
+    metavar: str | None = None  # a flag that takes a value (not a switch)
+
+
+#: The switches (and --perf-accept-worse, which only makes sense on the command line).
+FLAGS = (
+    Flag(
+        "--perf-update",
+        "perf_update",
+        None,
+        "Measure, then write golden baselines for every point that ran; the run passes.",
+    ),
+    Flag(
+        "--perf-pool",
+        "perf_pool",
+        None,
+        "With --perf-update: add this server launch's runs to the golden's instead of "
+        "replacing them (record 2 launches x 5 runs).",
+    ),
+    Flag(
+        "--perf-accept-worse",
+        "llmperf_accept_worse",
+        None,
+        "With --perf-update: allow replacing a golden with a worse one; REASON is stored "
+        "in the golden's history.",
+        "REASON",
+    ),
+    Flag(
+        "--perf-aba",
+        "llmperf_aba",
+        "llmperf_aba",
+        "Measure each speculative profile's base before and after it (A/B/A) and report the "
+        "base's drift; drift beyond --perf-drift-margin makes the speedup INVALID.",
+    ),
+    Flag(
+        "--perf-plan",
+        "llmperf_plan",
+        "llmperf_plan",
+        "Print the run's plan (levels, runs, requests, tokens and the estimated time per "
+        "profile, from each golden's throughput) and run nothing: no server is started.",
+    ),
+)
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("llmperf", "LLM-serving performance (pytest-llmperf)")
-    group.addoption(
-        "--perf-update",
-        action="store_true",
-        default=False,
-        help="Measure, then write golden baselines for every point that ran; the run passes.",
-    )
-    group.addoption(
-        "--perf-pool",
-        action="store_true",
-        default=False,
-        help="With --perf-update: add this server launch's runs to the golden's instead of "
-        "replacing them (record 2 launches x 5 runs).",
-    )
-    group.addoption(
-        "--perf-accept-worse",
-        dest="llmperf_accept_worse",
-        metavar="REASON",
-        default=None,
-        help="With --perf-update: allow replacing a golden with a worse one; REASON is stored "
-        "in the golden's history.",
-    )
-    group.addoption(
-        "--perf-aba",
-        action="store_true",
-        default=None,
-        dest="llmperf_aba",
-        help="Measure each speculative profile's base before and after it (A/B/A) and report the "
-        "base's drift; drift beyond --perf-drift-margin makes the speedup INVALID.",
-    )
-    parser.addini("llmperf_aba", "Like --perf-aba.", type="bool", default=False)
-    group.addoption(
-        "--perf-plan",
-        action="store_true",
-        default=None,
-        dest="llmperf_plan",
-        help="Print the run's plan (levels, runs, requests, tokens and the estimated time per "
-        "profile, from each golden's throughput) and run nothing: no server is started.",
-    )
-    parser.addini("llmperf_plan", "Like --perf-plan.", type="bool", default=False)
+    for switch in FLAGS:
+        if switch.metavar is not None:
+            group.addoption(
+                switch.flag,
+                dest=switch.dest,
+                metavar=switch.metavar,
+                default=None,
+                help=switch.help,
+            )
+            continue
+        # A switch with an ini key: None when not given, so the ini decides.
+        unset = None if switch.ini else False
+        group.addoption(
+            switch.flag, action="store_true", default=unset, dest=switch.dest, help=switch.help
+        )
+        if switch.ini:
+            parser.addini(switch.ini, f"Like {switch.flag}.", type="bool", default=False)
     for flag, ini, help_text, metavar, default in OPTIONS:
         shown = f" Default: {default}." if default else ""
         if flag == "--llm-profile":
@@ -250,9 +276,8 @@ class Settings:
             path("llmperf_run_dir"),
             path("llmperf_baseline_dir"),
         )
-        assert (
-            profiles_file is not None and run_dir_root is not None and baseline_dir is not None
-        )  # defaulted
+        # Defaulted
+        assert profiles_file is not None and run_dir_root is not None and baseline_dir is not None
         return cls(
             profiles_file=profiles_file,
             profile_names=tuple(dict.fromkeys(names)),

@@ -7,6 +7,7 @@ from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, SpeedupPoint
 from pytest_llmperf.core.results import ProfileFacts, Results
 from pytest_llmperf.core.speculative import analyse
+from pytest_llmperf.golden.model import GoldenFile
 
 TEST = "perf_suites/test_throughput.py::test_output_throughput"
 
@@ -118,6 +119,7 @@ def results(
         name: {"hard": {"hardware": {"key": "sim"}}, "soft": {}, "comparability_hash": "h"}
         for name in profiles
     }
+    # Type: ignore[arg-type]
     return Results(
         points=points,
         speedups=speedups or [],
@@ -126,4 +128,27 @@ def results(
         fingerprints=fingerprints,
         run_dir="/tmp/run",
         **kwargs,
-    )  # type: ignore[arg-type]
+    )
+
+
+def golden_file(
+    points: dict[str, list[float]],
+    *,
+    hard: dict | None = None,
+    soft: dict | None = None,
+    workload: dict | None = None,
+) -> GoldenFile:
+    """A golden file with these points' recorded values (hand-built, as the store reads one)."""
+    return GoldenFile.from_json(
+        {
+            "fingerprint": {"hard": hard or {"hardware": {"key": "sim"}}, "soft": soft or {}},
+            "points": {
+                key: {
+                    "runs": [{"value": v} for v in values],
+                    "summary": {"mean": sum(values) / len(values), "n": len(values)},
+                    "workload": workload or {},
+                }
+                for key, values in points.items()
+            },
+        }
+    )

@@ -45,9 +45,8 @@ class Point:
     ratio: float | None = None
     p_value: float | None = None
     message: str | None = None
-    notes: list[str] = field(
-        default_factory=list
-    )  # problems that are not a run's (e.g. A/B/A drift)
+    # Problems that are not a run's (e.g. A/B/A drift)
+    notes: list[str] = field(default_factory=list)
     #: Soft fingerprint keys that differ from the golden's (versions, the server binary): never
     #: blocking, but the first thing to look at when a point fails.
     environment_changes: list[str] = field(default_factory=list)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,6 +22,7 @@ from pytest_llmperf.core.points import Point
 from pytest_llmperf.core.verdict import Margins, Verdict, describe
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.golden.fingerprint import Fingerprint
+from pytest_llmperf.golden.model import GoldenFile, GoldenPoint
 from pytest_llmperf.golden.store import PendingPoint, PendingRun
 
 
@@ -36,24 +36,24 @@ def update_command(nodeid: str, profiles: Sequence[str]) -> str:
 
 def compare(
     point: Point,
-    golden: dict[str, Any] | None,
+    golden: GoldenFile | None,
     path: Path,
     current: Fingerprint,
     update_command: str,
-) -> dict[str, Any]:
+) -> GoldenPoint:
     """``point``'s entry in its golden file (``golden``, read from ``path``), or fail the test
     saying what to do."""
     __tracebackhide__ = True
-    entry = (golden or {}).get("points", {}).get(point.key)
+    entry = golden.point(point.key) if golden is not None else None
     if golden is None or entry is None:
         point.outcome = Outcome.MISSING
         point.message = f"{point.label}: no golden baseline in {path}"
         pytest.fail(
             f"{point.message} for {point.key}.\n  Record it: {update_command}", pytrace=False
         )
-    changes = fingerprint.hard_changes(golden["fingerprint"]["hard"], current)
+    changes = fingerprint.hard_changes(golden.hard, current)
     changes += [
-        f"workload.{line}" for line in fingerprint.diff(entry.get("workload", {}), point.workload)
+        f"workload.{line}" for line in fingerprint.diff(dict(entry.workload), point.workload)
     ]
     if changes:
         point.outcome = Outcome.INCOMPARABLE
@@ -64,18 +64,18 @@ def compare(
             + f"\n  If the change is intended, re-record (and review the diff): {update_command}",
             pytrace=False,
         )
-    point.environment_changes = fingerprint.soft_changes(golden["fingerprint"], current)
+    point.environment_changes = fingerprint.soft_changes(golden.fingerprint, current)
     return entry
 
 
 def conclude(
-    point: Point, verdict: Verdict, entry: dict[str, Any], path: Path, margins: Margins
+    point: Point, verdict: Verdict, entry: GoldenPoint, path: Path, margins: Margins
 ) -> None:
     """Store the verdict on the point; fail the test unless it passes."""
     __tracebackhide__ = True
-    gold_mean = entry["summary"]["mean"]
+    gold_mean = entry.mean
     point.outcome = verdict.outcome
-    point.golden = {"mean": gold_mean, "n": len(entry["runs"]), "path": str(path)}
+    point.golden = {"mean": gold_mean, "n": entry.n, "path": str(path)}
     point.ratio = verdict.ratio
     point.p_value = verdict.p
     point.message = describe(
@@ -94,7 +94,7 @@ def conclude(
 def pending(
     point: Point,
     runs: list[PendingRun],
-    old: dict[str, Any] | None,
+    old: GoldenPoint | None,
     *,
     pool: bool,
     accept_worse: str | None,
@@ -107,14 +107,14 @@ def pending(
     """
     __tracebackhide__ = True
     if old is not None and not pool:
-        ratio = point.summary.mean / old["summary"]["mean"]
+        ratio = point.summary.mean / old.mean
         worse = ratio > 1 + warn_margin if point.lower_is_better else ratio < 1 - warn_margin
         if worse and not accept_worse:
             point.outcome, point.ratio = Outcome.FAIL, ratio
-            point.golden = {"mean": old["summary"]["mean"], "n": old["summary"]["n"]}
+            point.golden = {"mean": old.mean, "n": old.n}
             point.message = (
                 f"{point.label}: refusing to replace the golden "
-                f"{format_value(old['summary']['mean'], point.unit, bare=True)} with "
+                f"{format_value(old.mean, point.unit, bare=True)} with "
                 f"{format_value(point.summary.mean, point.unit, bare=True)} ({signed_percent(ratio - 1)} %, "
                 f"worse than the {warn_margin * 100:g} % warn margin)"
             )

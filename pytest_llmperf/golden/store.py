@@ -31,8 +31,14 @@ from pytest_llmperf.errors import LLMPerfError
 from pytest_llmperf.files import confined, write_json_atomic
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.golden.fingerprint import Fingerprint
+from pytest_llmperf.golden.model import (
+    SCHEMA_VERSION,
+    GoldenFile,
+    GoldenPoint,
+    GoldenRun,
+    HistoryEntry,
+)
 
-SCHEMA_VERSION = 1
 #: With --perf-pool, keep at most this many runs per point (the newest).
 MAX_POOLED_RUNS = 30
 
@@ -46,8 +52,8 @@ def golden_path(baseline_dir: Path, profile: str, hardware_key: str) -> Path:
     return confined(baseline_dir, profile, f"{hardware_key}.json")
 
 
-def load(path: Path) -> dict[str, Any] | None:
-    """The golden file's content, None when there is none; GoldenError when it is unusable."""
+def load(path: Path) -> GoldenFile | None:
+    """The golden file, None when there is none; GoldenError when it is unusable."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -81,7 +87,7 @@ def load(path: Path) -> dict[str, Any] | None:
                 f"golden file {path}, point {key!r}: {problem}. It was left untouched: restore it "
                 f"(e.g. `git checkout -- {path}`) or delete that point and re-record it with --perf-update."
             )
-    return data
+    return GoldenFile.from_json(data)
 
 
 def _point_problem(entry: Any) -> str | None:
@@ -136,70 +142,69 @@ class PendingFile:
 
 
 def apply(
-    existing: dict[str, Any] | None, pending: PendingFile, now: str
-) -> tuple[dict[str, Any], list[str]]:
-    """The file content after recording ``pending``, and what changed (one line per point)."""
-    data = existing or {"schema": SCHEMA_VERSION, "profile": pending.profile, "points": {}}
+    existing: GoldenFile | None, pending: PendingFile, now: str
+) -> tuple[GoldenFile, list[str]]:
+    """The file after recording ``pending``, and what changed (one line per point)."""
+    points = dict(existing.points) if existing else {}
     notes = []
     current = Fingerprint.from_json(pending.fingerprint)
-    if existing is not None and fingerprint.hard_changes(existing["fingerprint"]["hard"], current):
+    if existing is not None and fingerprint.hard_changes(existing.hard, current):
         # New hard keys: the other points were measured under a configuration that no longer exists.
-        stale = sorted(set(existing["points"]) - {p.key for p in pending.points})
+        stale = sorted(set(points) - {p.key for p in pending.points})
         for key in stale:
-            del data["points"][key]
+            del points[key]
         if stale:
             notes.append(
                 f"{pending.path}: removed {len(stale)} point(s) recorded under the old fingerprint"
             )
-    data["fingerprint"] = pending.fingerprint
-    data["hardware_key"] = pending.fingerprint["hard"]["hardware"]["key"]
     for point in pending.points:
-        entry = data["points"].get(point.key)
-        runs: list[dict[str, Any]] = [
-            {
-                "value": r.value,
-                "launch_id": r.launch_id,
-                "requests": r.requests,
-                "output_tokens": r.output_tokens,
-                "accept_length": r.accept_length,
-                "recorded": now,
-            }
-            for r in point.runs
-        ]
-        if entry is not None and point.pool:
-            runs = (entry["runs"] + runs)[-MAX_POOLED_RUNS:]
-        summary = Summary(tuple(r["value"] for r in runs)).to_json()
-        history = list(entry["history"]) if entry else []
-        history.append(
-            {
-                "when": now,
-                "why": point.why,
-                "mean": summary["mean"],
-                "n": summary["n"],
-                "launches": sorted({r["launch_id"] for r in runs}),
-            }
-        )
-        data["points"][point.key] = {
-            "test": NodeId(point.test).without_params,
-            "concurrency": point.concurrency,
-            "metric": point.metric,
-            "workload": point.workload,
-            "runs": runs,
-            "summary": summary,
-            "history": history,
-            "anchor": entry["anchor"] if entry else {"mean": summary["mean"], "recorded": now},
-        }
+        old = points.get(point.key)
+        points[point.key] = _recorded(point, old, now)
         verb = (
-            "pooled into"
-            if entry is not None and point.pool
-            else ("replaced" if entry else "recorded")
+            "pooled into" if old is not None and point.pool else ("replaced" if old else "recorded")
         )
         unit = unit_of(point.metric)
-        mean = format_value(summary["mean"], unit, bare=unit != "s")  # latencies in ms
+        mean = format_value(points[point.key].mean, unit, bare=unit != "s")  # latencies in ms
         notes.append(
-            f"{pending.path}: {verb} {point.key}: {mean} ({point.metric}, n={summary['n']})"
+            f"{pending.path}: {verb} {point.key}: {mean} ({point.metric}, n={points[point.key].n})"
         )
-    return data, notes
+    hardware = pending.fingerprint["hard"]["hardware"]["key"]
+    base = existing or GoldenFile(pending.profile, {}, {})
+    return GoldenFile(
+        profile=base.profile or pending.profile,
+        fingerprint=pending.fingerprint,
+        points=points,
+        hardware_key=hardware,
+        schema=SCHEMA_VERSION,
+        extra=base.extra,
+    ), notes
+
+
+def _recorded(point: PendingPoint, old: GoldenPoint | None, now: str) -> GoldenPoint:
+    """``point``'s golden after this recording: its runs (pooled with the old ones, the newest
+    MAX_POOLED_RUNS, under --perf-pool), their summary, one more history entry, the old anchor."""
+    runs = tuple(
+        GoldenRun(r.value, r.launch_id, r.requests, r.output_tokens, r.accept_length, now)
+        for r in point.runs
+    )
+    if old is not None and point.pool:
+        runs = (*old.runs, *runs)[-MAX_POOLED_RUNS:]
+    summary = Summary(tuple(r.value for r in runs)).to_json()
+    entry = HistoryEntry(
+        now, point.why, summary["mean"], int(summary["n"]),
+        tuple(sorted({r.launch_id for r in runs if r.launch_id is not None})),
+    )  # fmt: skip
+    return GoldenPoint(
+        key=point.key,
+        test=NodeId(point.test).without_params,
+        concurrency=point.concurrency,
+        metric=point.metric,
+        runs=runs,
+        workload=point.workload,
+        summary=summary,
+        history=(*(old.history if old else ()), entry),
+        anchor=old.anchor if old else {"mean": summary["mean"], "recorded": now},
+    )
 
 
 def flush(pending: list[PendingFile]) -> list[str]:
@@ -217,8 +222,8 @@ def flush(pending: list[PendingFile]) -> list[str]:
         try:
             item.path.parent.mkdir(parents=True, exist_ok=True)
             with _locked(item.path):
-                data, changed = apply(load(item.path), item, now)
-                write_json_atomic(item.path, data)
+                golden, changed = apply(load(item.path), item, now)
+                write_json_atomic(item.path, golden.to_json())
         except OSError as exc:
             failed.append(f"{item.path}: {exc.strerror or exc}")
             continue

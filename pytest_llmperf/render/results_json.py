@@ -15,6 +15,67 @@ from pytest_llmperf.core.stats import finite_or_none
 
 SCHEMA_VERSION = 1
 
+#: Every field of the results JSON and what it holds (docs/reference/results-json.md is
+#: generated from these tables; a test checks that every field rendered is in them).
+TOP_FIELDS = {
+    "schema": "the layout's version (1); a reader refuses another",
+    "created": "when the run ended, UTC, ISO 8601",
+    "run_dir": "the run's directory: every server's log and exact command line",
+    "fingerprint": "per profile: `hard` keys (a golden with others is INCOMPARABLE), `soft` keys "
+    "(versions and other server fields, diffed, never blocking) and the `comparability_hash`",
+    "profiles": "per profile, how its server ran: engine, model, api, args, env (secrets "
+    "masked), launch_id, attached, base_url, log, server_info (what it said of itself)",
+    "points": "every measured point, and every figure checked on its runs (below)",
+    "speculative": "per speculative profile measured with its base in the run: speedup per "
+    "level with its 95 % interval, crossover, cut-off advice and the speedup gate's verdicts",
+}
+POINT_FIELDS = {
+    "profile": "the profile measured",
+    "test": "the pytest node id of the test that measured the point",
+    "concurrency": "C, the requests kept in flight",
+    "metric": "the figure judged: `output_tok_s`, `request_tok_s`, `ttft_p99_s`, …",
+    "gated_from": "for a figure checked on another point's runs: the metric they were "
+    "measured for (null otherwise)",
+    "values": "the judged figure of each run",
+    "runs": "every run's figures (below)",
+    "launch_id": "which server launch measured it",
+    "workload": "the workload's definition, a hard key of the golden: api, lengths, "
+    "requests per run or the window, prompt set's hash, dataset",
+    "golden": "the golden's mean, its n and its file (null without one)",
+    "ratio": "mean ÷ the golden's mean",
+    "p_value": "the one-sided p in the direction of the change",
+    "verdict": "PASS, WARN, IMPROVED, FAIL, UNCERTAIN, INVALID, INCOMPARABLE, MISSING, "
+    "RECORDED (under --perf-update), or null (measured, not checked)",
+    "message": "the sentence the test printed",
+    "problems": "why the point is INVALID (empty when it is not)",
+    "environment_changes": "soft fingerprint keys that differ from the golden's",
+}
+RUN_FIELDS = {
+    "concurrency": "C",
+    "requests": "requests sent (in the window, for a windowed run)",
+    "failed_requests": "requests that failed: any makes the run INVALID",
+    "output_tokens": "server-reported completion tokens",
+    "duration_s": "first request sent to last response finished (or the window's length)",
+    "output_tok_s": "output_tokens ÷ duration_s: the gated throughput",
+    "request_tok_s": "per request, tokens ÷ end-to-end latency: mean and percentiles",
+    "ttft_s": "time to the first token-carrying chunk: mean and percentiles",
+    "itl_s": "per token: the gap between chunks ÷ the tokens of the later one, token-weighted",
+    "tpot_s": "(e2e − ttft) ÷ (tokens − 1), per request",
+    "e2e_s": "end-to-end latency per request",
+    "accept_length": "Σ completion tokens ÷ Σ spec_verify_ct (speculative servers; else null)",
+    "achieved_concurrency": "Σ e2e ÷ duration: the concurrency the server saw",
+    "in_flight_while_sending": "requests in flight on average while the client was sending",
+    "client_gap_s": "the client's idle time between a response and the next request",
+    "loop_lag_s": "the client's event-loop lag: percentiles and max",
+    "client_cpu_fraction": "the client's CPU time ÷ wall time (near 1: the client set the pace)",
+    "problems": "why the run is INVALID (empty when it is not)",
+    "window": "the steady-state window (window_s): when it opened, its length, its tokens, "
+    "the requests that finished and were cut",
+    "prompt_tokens": "Σ server-reported prompt tokens of the finished requests",
+    "cached_tokens": "of those, the prefix cache's (null: the server did not say)",
+    "goodput_req_s": "requests per second that met every SLO (null without an slo)",
+}
+
 
 def render(results: Results, *, created: str) -> dict[str, Any]:
     fps = results.fingerprints

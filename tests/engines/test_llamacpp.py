@@ -115,9 +115,8 @@ def test_real_engine_counts_validity_and_verdict_against_the_ci_golden(project, 
         print(point["message"])
         for run in point["runs"]:
             assert run["failed_requests"] == 0
-            assert (
-                run["output_tokens"] == run["requests"] * 64
-            )  # every request: exactly output_len tokens
+            # Every request: exactly output_len tokens
+            assert run["output_tokens"] == run["requests"] * 64
             assert run["ttft_s"]["p50"] > 0 and run["itl_s"]["p50"] > 0
             assert run["in_flight_while_sending"] > 0.9 * point["concurrency"]
     assert processes_with("SmolLM2-135M") == []
@@ -179,6 +178,7 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
             ("3 % slower", slower3),
             ("30 % slower", slower30),
         ):
+            # Shown with -s: the figures behind the verdicts
             print(
                 label,
                 *[
@@ -187,7 +187,7 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
                     if line.startswith("llama ") and "output_throughput" in line
                 ],
                 sep="\n  ",
-            )  # shown with -s: the figures behind the verdicts
+            )
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()

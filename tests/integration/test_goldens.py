@@ -197,9 +197,8 @@ def test_changed_hard_key_is_incomparable_with_the_diff(pytester, project):
         ]
     )
     # A changed workload is a hard key too.
-    write_profiles(
-        pytester, marker=project, concurrency="[1, 4]", runs=3, output_len=24
-    )  # the golden has OUTPUT_LEN
+    # The golden has OUTPUT_LEN
+    write_profiles(pytester, marker=project, concurrency="[1, 4]", runs=3, output_len=24)
     result = pytester.runpytest()
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([f"    workload.output_len: {OUTPUT_LEN} \u2192 24"])

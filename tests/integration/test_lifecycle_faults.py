@@ -124,9 +124,8 @@ def test_loading_progress_is_shown_while_the_server_loads(pytester):
     marker = project(
         pytester, "--sim-load-time", "4", "--speculative-algorithm", "EAGLE3", concurrency="[1]"
     )
-    result = pytester.runpytest_subprocess(
-        "--perf-update", "--perf-update-runs", "2"
-    )  # not a TTY: a line per stage
+    # Not a TTY: a line per stage
+    result = pytester.runpytest_subprocess("--perf-update", "--perf-update-runs", "2")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["gpu: loading weights * % (*/11 shards), * s", "gpu: capturing * CUDA graphs*, * s"]

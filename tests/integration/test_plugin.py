@@ -300,9 +300,8 @@ def test_ini_keys_select_profiles_and_levels(pytester, no_leftovers):
         "llmperf_concurrency = 2\nllmperf_client_workers = 2\n"
     )
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-    result = pytester.runpytest_subprocess(
-        "-v", "--perf-update", "--perf-update-runs", "3"
-    )  # workers: own processes
+    # Workers: own processes
+    result = pytester.runpytest_subprocess("-v", "--perf-update", "--perf-update-runs", "3")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_output_throughput?sim-spec-C2? PASSED*"])
 

@@ -76,9 +76,8 @@ def test_flags_are_adapted_to_the_installed_version(pytester, version, expected,
     )
     result.assert_outcomes(passed=1)
     data = json.loads((pytester.path / "out.json").read_text())
-    assert (
-        data["fingerprint"]["soft"]["gpu"]["server_version"] == version
-    )  # from /server_info, as SGLang reports
+    # From /server_info, as SGLang reports
+    assert data["fingerprint"]["soft"]["gpu"]["server_version"] == version
     (cmd,) = (pytester.path / ".llmperf" / "runs").glob("*/gpu.cmd")
     assert (
         f"-m sglang.launch_server --model-path {marker} --host 127.0.0.1 --port " in cmd.read_text()

@@ -26,6 +26,7 @@ def project(pytester):
 
 def test_same_run_speedup_crossover_reports_and_exports(pytester, project):
     # The sim reports itself as SGLang 0.5.23, whose adaptive speculation has a no-speculation tier.
+    # 16 per run: speedup > 1 at C = 1 is asserted
     write_profiles(
         pytester,
         marker=project,
@@ -34,7 +35,7 @@ def test_same_run_speedup_crossover_reports_and_exports(pytester, project):
         output_len=64,
         min_requests=16,
         extra_args='"--sim-report-version", "0.5.23"',
-    )  # 16 per run: speedup > 1 at C = 1 is asserted
+    )
     result = pytester.runpytest(
         "--llm-profile",
         "sim-base,sim-spec",

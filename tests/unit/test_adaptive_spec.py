@@ -12,9 +12,8 @@ def test_capture_sizes_are_sglangs_speculative_ones():
     sizes = capture_sizes(256)
     assert sizes[:8] == list(range(1, 9)) and sizes[8:20] == list(range(10, 33, 2))
     assert sizes[20:27] == list(range(40, 65, 4)) and sizes[27:] == list(range(72, 257, 8))
-    assert (
-        capture_sizes(128)[-1] == 128 and capture_sizes(100)[-1] == 100
-    )  # the max is always captured
+    # The max is always captured
+    assert capture_sizes(128)[-1] == 128 and capture_sizes(100)[-1] == 100
 
 
 @pytest.mark.parametrize("max_bs", [256, 128])

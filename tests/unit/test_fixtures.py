@@ -13,7 +13,7 @@ from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.session import LLMPerfSession
 from pytest_llmperf.settings import Settings
-from tests.builders import TEST, measured
+from tests.builders import TEST, golden_file, measured
 
 HARD = {"hardware": {"key": "sim"}}
 SPEEDUP_TEST = "perf_suites/test_throughput.py::test_speculative_speedup[sim-spec-vs-sim-base-C4]"
@@ -37,15 +37,9 @@ def session(tmp_path: Path) -> LLMPerfSession:
 def golden(
     session: LLMPerfSession, profile: str, key: str, values: list[float], workload: dict
 ) -> None:
-    entry = {
-        "runs": [{"value": v} for v in values],
-        "summary": {"mean": sum(values) / len(values)},
-        "workload": workload,
-    }
-    session.goldens[session.golden_file(profile)] = {
-        "fingerprint": {"hard": HARD, "soft": {}},
-        "points": {key: entry},
-    }
+    session.goldens[session.golden_file(profile)] = golden_file(
+        {key: values}, hard=HARD, workload=workload
+    )
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from pytest_llmperf.core.verdict import Margins, decide
 from pytest_llmperf.golden import check
 from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.golden.store import PendingRun
+from tests.builders import golden_file as built_golden
 from tests.builders import measured
 
 PATH = Path("baselines/p/sim.json")
@@ -19,16 +20,12 @@ SOFT = {"server_version": "0.5.19", "python": "3.11.7"}
 
 
 def golden_file(point, values=(100.0,) * 10, workload=None, hard=None, soft=None):
-    runs = [{"value": v} for v in values]
-    entry = {
-        "runs": runs,
-        "summary": {"mean": sum(values) / len(values), "n": len(values)},
-        "workload": point.workload if workload is None else workload,
-    }
-    return {
-        "fingerprint": {"hard": hard or HARD, "soft": soft or SOFT},
-        "points": {point.key: entry},
-    }
+    return built_golden(
+        {point.key: list(values)},
+        hard=hard or HARD,
+        soft=soft or SOFT,
+        workload=point.workload if workload is None else workload,
+    )
 
 
 def fails(call, *args, **kwargs) -> str:
@@ -39,7 +36,7 @@ def fails(call, *args, **kwargs) -> str:
 
 def test_a_missing_golden_or_point_fails_with_the_command_that_records_it():
     point = measured("p", 4, [100.0])
-    for golden in (None, {"fingerprint": {"hard": HARD}, "points": {}}):
+    for golden in (None, built_golden({}, hard=HARD)):
         message = fails(
             check.compare, point, golden, PATH, Fingerprint(HARD, SOFT), "pytest x --perf-update"
         )
@@ -76,7 +73,7 @@ def test_soft_differences_are_noted_never_blocking():
     entry = check.compare(
         point, golden, PATH, Fingerprint(HARD, {**SOFT, "server_version": "0.5.23"}), "cmd"
     )
-    assert entry is golden["points"][point.key]
+    assert entry is golden.point(point.key)
     assert point.environment_changes == ['server_version: "0.5.19" → "0.5.23"']
 
 
@@ -93,7 +90,7 @@ def test_conclude_stores_the_verdict_and_fails_only_what_does_not_pass(values, o
     point = measured("p", 4, values)
     point.environment_changes = ["python: a → b"]
     golden_values = [99.0, 100.0, 101.0] * 3 + [100.0]
-    entry = golden_file(point, values=golden_values)["points"][point.key]
+    entry = golden_file(point, values=golden_values).point(point.key)
     verdict = decide(
         point.values, golden_values, fail_margin=0.15, warn_margin=0.05, last_stage=True
     )
@@ -120,7 +117,7 @@ def test_a_worse_golden_replaces_the_old_one_only_when_the_user_says_why(
     new, pool, accept_worse, refused, why
 ):
     point = measured("p", 4, [new, new])
-    old = {"summary": {"mean": 100.0, "n": 10}}
+    old = built_golden({"k": [100.0] * 10}).point("k")
     runs = [PendingRun(new, "l", 10, 640, None)] * 2
     if refused:
         message = fails(

@@ -30,18 +30,17 @@ def test_record_merge_and_pool(tmp_path):
     path = tmp_path / "p" / "sim.json"
     notes = baseline.flush([pending(path, [100.0, 102.0])])
     assert notes == [f"{path}: recorded t.py::test[C=1]: 101.0 (output_tok_s, n=2)"]
-    baseline.flush(
-        [pending(path, [200.0], key="t.py::test[C=2]")]
-    )  # another point: merged, not lost
+    # Another point: merged, not lost
+    baseline.flush([pending(path, [200.0], key="t.py::test[C=2]")])
     data = baseline.load(path)
-    assert sorted(data["points"]) == ["t.py::test[C=1]", "t.py::test[C=2]"]
+    assert data is not None and sorted(data.points) == ["t.py::test[C=1]", "t.py::test[C=2]"]
     baseline.flush([pending(path, [104.0], pool=True, why="pooled")])
-    point = baseline.load(path)["points"]["t.py::test[C=1]"]
-    assert [r["value"] for r in point["runs"]] == [100.0, 102.0, 104.0]
-    assert point["summary"]["n"] == 3 and point["summary"]["mean"] == pytest.approx(102.0)
-    assert point["anchor"]["mean"] == pytest.approx(101.0)  # the first recording, forever
-    assert [h["why"] for h in point["history"]] == ["--perf-update", "pooled"]
-    assert point["workload"] == {"output_len": 16}
+    point = baseline.load(path).point("t.py::test[C=1]")
+    assert point.values == [100.0, 102.0, 104.0]
+    assert point.n == 3 and point.mean == pytest.approx(102.0)
+    assert point.anchor["mean"] == pytest.approx(101.0)  # the first recording, forever
+    assert [h.why for h in point.history] == ["--perf-update", "pooled"]
+    assert point.workload == {"output_len": 16}
     assert not list(path.parent.glob("*.tmp"))
 
 
@@ -52,7 +51,7 @@ def test_new_hard_keys_drop_points_recorded_under_the_old_ones(tmp_path):
         [pending(path, [2.0], key="a", hard={"hardware": {"key": "sim"}, "engine": "other"})]
     )
     assert f"{path}: removed 1 point(s) recorded under the old fingerprint" in notes
-    assert sorted(baseline.load(path)["points"]) == ["a"]
+    assert sorted(baseline.load(path).points) == ["a"]
 
 
 def test_unusable_files_are_errors_that_name_the_file(tmp_path):
@@ -148,9 +147,8 @@ def test_a_launched_command_engine_records_its_executables_digest(tmp_path):
     assert (
         fingerprint.take(profile, {}, [str(binary)]).soft["server_binary"] != soft["server_binary"]
     )
-    assert (
-        "server_binary" not in fingerprint.take(profile, {}, None).soft
-    )  # attached: nothing to hash
+    # Attached: nothing to hash
+    assert "server_binary" not in fingerprint.take(profile, {}, None).soft
     assert executable_digest([str(tmp_path / "missing")]) is None
 
 

@@ -106,9 +106,8 @@ def test_verdict_lines_say_what_matters_in_colour_and_what_to_do(mixed):
     )
     assert (f"{unused} (-v lists them).", "yellow") in lines
     assert (f"{unused}:", "yellow") in terminal.verdict_lines(mixed, verbose=True)
-    assert not any(
-        text.startswith("PASS") for text in texts
-    )  # passing points get no line of their own
+    # Passing points get no line of their own
+    assert not any(text.startswith("PASS") for text in texts)
 
 
 @pytest.mark.parametrize(
@@ -131,9 +130,8 @@ def test_speculative_lines_show_speedup_per_level_gate_and_advice(mixed):
     lines = terminal.speculative_lines(mixed)
     assert lines[0] == "sim-spec vs sim-base (output_throughput), same run:"
     level1 = next(line for line in lines if line.split()[:1] == ["1"])
-    assert (
-        "1.098×" in level1 and "faster" in level1 and level1.endswith("PASS")
-    )  # 112 / 102, gated PASS
+    # 112 / 102, gated PASS
+    assert "1.098×" in level1 and "faster" in level1 and level1.endswith("PASS")
     level250 = next(line for line in lines if line.split()[:1] == ["250"])
     assert "slower" in level250 and level250.endswith("-")  # no gate at 250
     assert "crossover at C = 250" in lines[-2] and "keep speculation up to C = 1" in lines[-2]
@@ -250,3 +248,24 @@ def test_points_without_a_valid_run_render_everywhere_and_the_json_is_strict(tmp
     assert "INVALID" in markdown.render(out)
     notes = report_dir(out, tmp_path / "report")
     assert (tmp_path / "report" / "summary.md").exists(), notes
+
+
+def test_every_results_json_field_is_documented(mixed):
+    from pytest_llmperf.render import results_json
+
+    data = results_json.render(mixed, created="now")
+    assert set(data) == set(results_json.TOP_FIELDS)
+    for point in data["points"]:
+        assert set(point) <= set(results_json.POINT_FIELDS), set(point) - set(
+            results_json.POINT_FIELDS
+        )
+        for run in point["runs"]:
+            assert set(run) <= set(results_json.RUN_FIELDS), set(run) - set(results_json.RUN_FIELDS)
+
+
+def test_every_profile_field_and_option_has_its_reference_text():
+    from pytest_llmperf import profile_fields, profiles, settings
+
+    assert set(profile_fields.FIELD_HELP) == set(profiles.PROFILE_FIELDS)
+    assert all(profile_fields.FIELD_HELP.values())
+    assert all(o.help for o in settings.OPTIONS) and all(f.help for f in settings.FLAGS)

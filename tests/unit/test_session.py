@@ -13,18 +13,19 @@ from pytest_llmperf.golden.store import PendingPoint, PendingRun
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.session import LLMPerfSession
 from pytest_llmperf.settings import Settings
-from tests.builders import measured, speedup
+from tests.builders import golden_file, measured, speedup
 
 SPEC_ARGS = ("--speculative-algorithm", "EAGLE3")
 
 
 def settings(tmp_path: Path, **kwargs: object) -> Settings:
+    # Type: ignore[arg-type]
     return Settings(
         profiles_file=tmp_path / "profiles.toml",
         run_dir_root=tmp_path / "runs",
         baseline_dir=tmp_path / "baselines",
         **kwargs,
-    )  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture
@@ -57,9 +58,9 @@ def test_unused_goldens_are_the_recorded_points_no_test_measured(session):
     point = measured("sim-base", 1, [100.0])
     session.points.append(point)
     session.servers["sim-base"] = object()  # type: ignore[assignment]
-    session.goldens[session.golden_file("sim-base")] = {
-        "points": {point.key: {}, "t.py::test_gone[C=5]": {}}
-    }
+    session.goldens[session.golden_file("sim-base")] = golden_file(
+        {point.key: [1.0], "t.py::test_gone[C=5]": [1.0]}
+    )
     assert session.unused_goldens() == [f"{session.golden_file('sim-base')}: t.py::test_gone[C=5]"]
 
 
@@ -91,7 +92,7 @@ def test_results_report_unused_goldens_only_for_a_whole_suite_that_gates(
     session.points.append(point)
     session.speedups.append(speedup("sim-spec", "sim-base", 1, [1.1]))
     session.servers["sim-base"] = type("Handle", (), {"describe": lambda self: {"engine": "sim"}})()
-    session.goldens[session.golden_file("sim-base")] = {"points": {"t.py::test_gone[C=5]": {}}}
+    session.goldens[session.golden_file("sim-base")] = golden_file({"t.py::test_gone[C=5]": [1.0]})
     results = session.results(whole_suite=whole_suite)
     assert bool(results.unused_goldens) is unused_shown
     assert results.points == [point] and len(results.speedups) == 1

@@ -131,6 +131,5 @@ def test_an_eagle3_launch_shows_target_and_draft_weights_and_captures_in_order(v
     ]
     assert order == sorted(order), seen
     draft_from = first("loading the draft model's weights")
-    assert not [s for s in seen[:draft_from] if "draft" in s], (
-        seen
-    )  # nothing says draft before it loads
+    # Nothing says draft before it loads
+    assert not [s for s in seen[:draft_from] if "draft" in s], seen

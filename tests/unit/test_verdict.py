@@ -31,9 +31,8 @@ def test_a_noisy_point_that_may_have_dropped_beyond_the_margin_is_uncertain_then
     assert decide(new, GOLD, **M).name == "UNCERTAIN"
     last = decide(new, GOLD, **M, last_stage=True)
     assert last.name == "WARN" and last.inconclusive
-    assert (
-        decide([82.0, 88.0, 80.0], GOLD, **M, last_stage=True).name == "FAIL"
-    )  # r <= 0.85 at the last stage
+    # R <= 0.85 at the last stage
+    assert decide([82.0, 88.0, 80.0], GOLD, **M, last_stage=True).name == "FAIL"
 
 
 def test_ratio_and_p_values():
