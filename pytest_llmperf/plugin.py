@@ -62,9 +62,10 @@ def pytest_configure(config: pytest.Config) -> None:
         preflight.raise_open_files(selected)
         preflight.unreachable_server(settings, selected)
     datasets = preflight.load_datasets(selected)
+    renamed = preflight.carry_renamed_goldens(settings)
     run_dir = settings.run_dir_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     config.stash[SESSION_KEY] = LLMPerfSession(
-        settings, profiles, selected, run_dir, datasets=datasets
+        settings, profiles, selected, run_dir, datasets=datasets, renamed=renamed
     )
     if selected and not settings.server_url:
         _warn_about_leftover_servers(config, settings)
@@ -125,7 +126,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         else f"logs in {session.run_dir}"
     )
     return [
-        f"llmperf: profiles {', '.join(p.name for p in session.selected)} ({session.profiles.path}); {where}"
+        f"llmperf: profiles {', '.join(p.name for p in session.selected)} ({session.profiles.path}); {where}",
+        *(f"llmperf: goldens moved: {note}" for note in session.renamed),
     ]
 
 

@@ -111,6 +111,22 @@ def unreachable_server(settings: Settings, selected: list[Profile]) -> None:
         )
 
 
+def carry_renamed_goldens(settings: Settings) -> list[str]:
+    """``--perf-rename OLD=NEW``: move the goldens of a moved test file before anything runs;
+    an unusable golden file is a UsageError, and then nothing is moved."""
+    from pytest_llmperf.golden.store import GoldenError, rename
+
+    notes = []
+    try:
+        for old, new in settings.renames:
+            notes += rename(settings.baseline_dir, old, new) or [
+                f"no golden under {settings.baseline_dir} belongs to {old}"
+            ]
+    except GoldenError as exc:
+        raise pytest.UsageError(f"--perf-rename: {exc}") from None
+    return notes
+
+
 def unresolved_secrets(selected: list[Profile]) -> None:
     """Every ``${NAME}`` and ``api_key_env`` of the selected profiles is set, or a UsageError."""
     from pytest_llmperf.secrets import resolve

@@ -93,6 +93,13 @@ def measurement_params(
     each profile's that it names."""
     if with_levels:
         pairs = [(p.name, c) for p in selected for c in p.concurrency if only is None or c in only]
+        if not pairs and only is not None:
+            levels = ", ".join(str(c) for c in sorted({c for p in selected for c in p.concurrency}))
+            reason = (
+                f"this test runs at C = {', '.join(map(str, only))} (its llmperf marker), none of "
+                f"the selected levels ({levels})"
+            )
+            return [pytest.param(None, None, marks=pytest.mark.skip(reason=reason))], ["no-level"]
         return list(pairs), [f"{name}-C{c}" for name, c in pairs]
     names = [p.name for p in selected]
     return list(names), names

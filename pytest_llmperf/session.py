@@ -61,6 +61,8 @@ class LLMPerfSession:
     #: The workload each point was measured with, by (profile, golden key without metric):
     #: more runs of a point (stages, top-ups, another test's checks) use exactly the same.
     workloads: dict[tuple[str, str], Workload] = field(default_factory=dict)
+    #: What --perf-rename moved, one line per golden file.
+    renamed: list[str] = field(default_factory=list)
     #: Tests that need a server profile, collected while there is no profiles file.
     unprofiled_tests: list[str] = field(default_factory=list)
     #: Points measured for a test before it ran (``llmperf.measured_by``), by (node id, C).

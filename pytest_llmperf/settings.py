@@ -159,6 +159,14 @@ FLAGS = (
         "REASON",
     ),
     Flag(
+        "--perf-rename",
+        "llmperf_rename",
+        None,
+        "Move the goldens of test file OLD to NEW (paths as in node ids, e.g. "
+        "perf_suites/test_old.py=perf_suites/test_new.py) after moving the file; repeatable.",
+        "OLD=NEW",
+    ),
+    Flag(
         "--perf-aba",
         "llmperf_aba",
         "llmperf_aba",
@@ -179,12 +187,14 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("llmperf", "LLM-serving performance (pytest-llmperf)")
     for switch in FLAGS:
         if switch.metavar is not None:
+            repeated = {"action": "append"} if switch.flag == "--perf-rename" else {}
             group.addoption(
                 switch.flag,
                 dest=switch.dest,
                 metavar=switch.metavar,
                 default=None,
                 help=switch.help,
+                **repeated,
             )
             continue
         # A switch with an ini key: None when not given, so the ini decides.
@@ -233,6 +243,8 @@ class Settings:
     aba: bool = False  # --perf-aba: measure each speculative profile's base again after it
     drift_margin: float = float(_default("llmperf_drift_margin"))
     plan_only: bool = False  # --perf-plan: print the plan, run nothing
+    #: --perf-rename OLD=NEW: goldens of moved test files, carried before the run.
+    renames: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
@@ -301,6 +313,7 @@ class Settings:
             benchmark_json=path("llmperf_benchmark_json"),
             aba=bool(aba if aba is not None else config.getini("llmperf_aba")),
             drift_margin=_parse_fraction("--perf-drift-margin", value("llmperf_drift_margin")[0]),
+            renames=_parse_renames(config.getoption("llmperf_rename") or []),
         )
 
 
@@ -346,6 +359,19 @@ def _parse_fraction(option: str, raw: str | None) -> float:
             f"{option}: expected a fraction between 0 and 1 such as 0.05, got {raw!r}."
         )
     return fraction
+
+
+def _parse_renames(raw: list[str]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in raw:
+        old, sep, new = item.partition("=")
+        if not sep or not old.strip() or not new.strip() or "::" in item:
+            raise pytest.UsageError(
+                f"--perf-rename: {item!r} is not OLD=NEW; give the test file's old and new paths "
+                "as node ids write them, e.g. --perf-rename perf_suites/test_a.py=perf_suites/test_b.py"
+            )
+        pairs.append((old.strip(), new.strip()))
+    return tuple(pairs)
 
 
 def _parse_runs(option: str, raw: str | None) -> int | None:

@@ -48,8 +48,15 @@ def compare(
     if golden is None or entry is None:
         point.outcome = Outcome.MISSING
         point.message = f"{point.label}: no golden baseline in {path}"
+        moved = _moved_from(point.key, golden)
+        hint = (
+            f"\n  Its test file moved? The golden has {moved[1]}; carry them: pytest "
+            f"--perf-rename {moved[0]}={NodeId(point.key).path}"
+            if moved
+            else ""
+        )
         pytest.fail(
-            f"{point.message} for {point.key}.\n  Record it: {update_command}", pytrace=False
+            f"{point.message} for {point.key}.{hint}\n  Record it: {update_command}", pytrace=False
         )
     changes = fingerprint.hard_changes(golden.hard, current)
     changes += [
@@ -66,6 +73,17 @@ def compare(
         )
     point.environment_changes = fingerprint.soft_changes(golden.fingerprint, current)
     return entry
+
+
+def _moved_from(key: str, golden: GoldenFile | None) -> tuple[str, str] | None:
+    """(old path, old key) when the golden holds this point under another test file's path."""
+    if golden is None or "::" not in key:
+        return None
+    tail = key.split("::", 1)[1]
+    for other in golden.points:
+        if "::" in other and other.split("::", 1)[1] == tail and other != key:
+            return other.split("::", 1)[0], other
+    return None
 
 
 def conclude(

@@ -19,7 +19,7 @@ import json
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +231,46 @@ def flush(pending: list[PendingFile]) -> list[str]:
     if failed:
         raise GoldenWriteError(notes, failed)
     return notes
+
+
+def rename(baseline_dir: Path, old: str, new: str) -> list[str]:
+    """Carry the goldens of test file ``old`` (a path as node ids write it) to ``new``, in every
+    golden file under ``baseline_dir``: after ``git mv``, the moved tests keep their goldens.
+    All or nothing: every file is read (and must be usable) before the first is written."""
+    paths = sorted(baseline_dir.glob("*/*.json"))
+    goldens = {path: load(path) for path in paths}
+    notes = []
+    for path, golden in goldens.items():
+        if golden is None:
+            continue
+        moved = {key: _moved(key, old, new) for key in golden.points}
+        if all(key == after for key, after in moved.items()):
+            continue
+        with _locked(path):
+            points = {
+                moved[key]: replace(
+                    point,
+                    key=moved[key],
+                    test=_moved(point.test, old, new),
+                    workload=_moved_workload(point.workload, old, new),
+                )  # fmt: skip
+                for key, point in golden.points.items()
+            }
+            write_json_atomic(path, replace(golden, points=points).to_json())
+        count = sum(key != after for key, after in moved.items())
+        notes.append(f"{path}: {count} point(s) moved from {old} to {new}")
+    return notes
+
+
+def _moved(key: str, old: str, new: str) -> str:
+    return new + key[len(old) :] if key == old or key.startswith(f"{old}::") else key
+
+
+def _moved_workload(workload: Any, old: str, new: str) -> Any:
+    """A speedup's workload names the test it was measured by (``of``)."""
+    if isinstance(workload, dict) and isinstance(workload.get("of"), str):
+        return {**workload, "of": _moved(workload["of"], old, new)}
+    return workload
 
 
 class GoldenWriteError(OSError):

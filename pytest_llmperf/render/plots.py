@@ -148,10 +148,19 @@ def speedup(analyses: Sequence[Analysis], path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def latency(points: Sequence[MeasuredPoint], path: Path) -> Path:
+#: A latency golden: (profile, run figure such as "ttft_s", percentile, C) → seconds.
+LatencyGoldens = dict[tuple[str, str, str, int], float]
+
+
+def latency(
+    points: Sequence[MeasuredPoint], path: Path, goldens: LatencyGoldens | None = None
+) -> Path:
+    """TTFT and per-token ITL, p50 and p99, per level and profile; a latency that has a golden
+    (a gated figure, e.g. ``ttft_p99_s``) shows it as a hollow diamond at its level."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), dpi=120)
     levels = sorted({p.concurrency for p in points})
+    goldens = goldens or {}
     for metric, ax, title in (("ttft_s", axes[0], "TTFT"), ("itl_s", axes[1], "ITL per token")):
         for k, (profile, pts) in enumerate(_by_profile(points).items()):
             color = PALETTE[k % len(PALETTE)]
@@ -159,12 +168,29 @@ def latency(points: Sequence[MeasuredPoint], path: Path) -> Path:
             for q, style in (("p50", "o-"), ("p99", "s--")):
                 ys = [p.run_average(_percentile(metric, q)) * 1e3 for p in pts]
                 ax.plot(xs, ys, style, color=color, ms=4, lw=1.4, label=f"{profile} {q}")
+                gold = [(c, goldens[(profile, metric, q, c)] * 1e3) for c in xs
+                        if (profile, metric, q, c) in goldens]  # fmt: skip
+                if gold:
+                    ax.plot(*zip(*gold), "D", mfc="none", mec=color, ms=8, mew=1.2,
+                            label=f"{profile} {q} golden")  # fmt: skip
         _levels_axis(ax, levels)
-        ax.set_yscale("log")
+        _milliseconds_axis(ax)
         ax.set_ylabel(f"{title} (ms, log scale)")
         ax.set_title(f"{title} p50 / p99 per concurrency")
         ax.legend(fontsize=8, frameon=False)
     return _save(plt, fig, path)
+
+
+def _milliseconds_axis(ax: Any) -> None:
+    """A log axis labelled in plain milliseconds at 1-2-5 steps (no "6×10⁰"), so a median below
+    the lowest decade still sits between labelled ticks."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.grid(True, which="major", axis="y", alpha=0.3)
 
 
 def _percentile(metric: str, q: str) -> Callable[[RunMetrics], float]:

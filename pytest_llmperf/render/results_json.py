@@ -1,6 +1,6 @@
 """``--perf-json PATH``: every measured point, its verdict and the speculative analysis.
 
-The layout is a documented contract (README, "Results JSON"): ``schema``, ``created``,
+The layout is a documented contract (docs/reference/results-json.md): ``schema``, ``created``,
 ``run_dir``, ``fingerprint`` (hard and soft keys per profile), ``profiles`` (how each server ran),
 ``points`` and ``speculative``. Figures that do not exist are ``null``, never ``NaN``.
 """

@@ -80,6 +80,21 @@ def adaptive_configs(results: Results) -> list[str]:
     return notes
 
 
+def latency_goldens(results: Results) -> plots.LatencyGoldens:
+    """The goldens of the gated latency figures (``ttft_p99_s`` → ttft_s p99), by profile and C."""
+    found: plots.LatencyGoldens = {}
+    for point in results.points:
+        parts = point.metric.split("_")  # ttft_p99_s
+        if (
+            point.gated_from
+            and point.golden_mean
+            and len(parts) == 3
+            and parts[0] in ("ttft", "itl")
+        ):
+            found[(point.profile, f"{parts[0]}_s", parts[1], point.concurrency)] = point.golden_mean
+    return found
+
+
 def report_dir(results: Results, directory: Path) -> list[str]:
     """``summary.md`` and the plots in ``directory``; returns one line per file (or per thing
     that could not be written)."""
@@ -99,7 +114,11 @@ def report_dir(results: Results, directory: Path) -> list[str]:
             images.append(
                 plots.throughput(pts, margins, directory / f"throughput{suffix}.png").name
             )
-            images.append(plots.latency(pts, directory / f"latency{suffix}.png").name)
+            images.append(
+                plots.latency(
+                    pts, directory / f"latency{suffix}.png", latency_goldens(results)
+                ).name
+            )
         if results.analyses:
             images.append(plots.speedup(results.analyses, directory / "speedup.png").name)
     else:

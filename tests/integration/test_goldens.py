@@ -266,7 +266,7 @@ def test_goldens_nobody_used_are_reported_only_when_the_whole_suite_ran(pytester
         result.assert_outcomes(passed=1)
         assert "not used by any test" not in result.stdout.str()
     # The profile no longer measures C = 4: counted in one line, listed with -v.
-    write_profiles(pytester, concurrency="[1]", runs=3, output_len=OUTPUT_LEN)
+    write_profiles(pytester, marker=project, concurrency="[1]", runs=3, output_len=OUTPUT_LEN)
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
@@ -283,3 +283,29 @@ def test_goldens_nobody_used_are_reported_only_when_the_whole_suite_ran(pytester
             "  *sim.json: test_perf.py::test_output_throughput?C=4?",
         ]
     )
+
+
+def test_a_moved_test_file_carries_its_goldens_with_perf_rename(pytester, project):
+    pytester.runpytest("--perf-update", "--perf-update-runs", "3").assert_outcomes(passed=2)
+    before = golden(pytester)[1]
+    (pytester.path / "test_perf.py").rename(pytester.path / "test_moved.py")
+    # Moved without carrying: MISSING, and the message says how to carry them.
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        ["  Its test file moved? The golden has test_perf.py::test_output_throughput[[]C=1[]]; "
+         "carry them: pytest --perf-rename test_perf.py=test_moved.py"]
+    )  # fmt: skip
+    result = pytester.runpytest("--perf-rename", "test_perf.py=test_moved.py")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["llmperf: goldens moved: *sim.json: 2 point(s) moved from *"])
+    after = golden(pytester)[1]
+    assert sorted(after["points"]) == [
+        k.replace("test_perf.py", "test_moved.py") for k in sorted(before["points"])
+    ]
+    assert [p["runs"] for p in after["points"].values()] == [
+        p["runs"] for p in before["points"].values()
+    ]
+    pytester.runpytest().assert_outcomes(passed=2)
+    bad = pytester.runpytest("--perf-rename", "test_perf.py")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
