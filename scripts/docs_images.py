@@ -84,7 +84,8 @@ def main() -> int:
         width = 8 * max(len(line) for line in lines) + 60
         screenshot(page, IMAGES / "terminal-summary.png", width, 19 * len(lines) + 40)
         shutil.copy(work / "report" / "throughput-output_throughput.png", IMAGES / "throughput.png")
-    print(f"wrote {IMAGES / 'terminal-summary.png'} and {IMAGES / 'throughput.png'}")
+        shutil.copy(work / "report" / "latency-output_throughput.png", IMAGES / "latency.png")
+    print(f"wrote terminal-summary.png, throughput.png and latency.png in {IMAGES}")
     return run.returncode
 
 

@@ -80,17 +80,15 @@ def adaptive_configs(results: Results) -> list[str]:
     return notes
 
 
-def latency_goldens(results: Results) -> plots.LatencyGoldens:
-    """The goldens of the gated latency figures (``ttft_p99_s`` → ttft_s p99), by profile and C."""
+def latency_goldens(results: Results, test: str) -> plots.LatencyGoldens:
+    """The goldens of the latency figures gated on ``test``'s runs (``ttft_p99_s`` → ttft_s
+    p99), by profile and C."""
     found: plots.LatencyGoldens = {}
     for point in results.points:
         parts = point.metric.split("_")  # ttft_p99_s
-        if (
-            point.gated_from
-            and point.golden_mean
-            and len(parts) == 3
-            and parts[0] in ("ttft", "itl")
-        ):
+        if point.node.without_params != test or not (point.gated_from and point.golden_mean):
+            continue
+        if len(parts) == 3 and parts[0] in ("ttft", "itl"):
             found[(point.profile, f"{parts[0]}_s", parts[1], point.concurrency)] = point.golden_mean
     return found
 
@@ -116,7 +114,7 @@ def report_dir(results: Results, directory: Path) -> list[str]:
             )
             images.append(
                 plots.latency(
-                    pts, directory / f"latency{suffix}.png", latency_goldens(results)
+                    pts, directory / f"latency{suffix}.png", latency_goldens(results, test)
                 ).name
             )
         if results.analyses:

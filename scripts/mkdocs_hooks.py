@@ -11,7 +11,7 @@ from typing import Any
 from pytest_llmperf import __version__, profile_fields, profiles, settings
 from pytest_llmperf.render import results_json
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the repository
 
 
 def on_config(config: Any) -> Any:
