@@ -275,3 +275,16 @@ class Throttle:
         self.stopped.set()
         self.thread.join()
         os.kill(self.pid, signal.SIGCONT)
+
+
+def require_llama(profile) -> None:
+    """Skip (or, under LLMPERF_REQUIRE_LLAMA=1, fail) when the profile's llama-server is not
+    installed: scripts/install-llama-server.sh builds it."""
+    from pytest_llmperf.servers.lifecycle import ServerStartError, build_command
+
+    try:
+        build_command(profile, "127.0.0.1", 1, Path.cwd())
+    except ServerStartError as exc:
+        if os.environ.get("LLMPERF_REQUIRE_LLAMA"):
+            pytest.fail(str(exc))
+        pytest.skip(f"llama-server is not installed here: {exc}")

@@ -17,12 +17,11 @@ import pytest
 
 from pytest_llmperf.profiles import load_profiles
 from pytest_llmperf.servers.lifecycle import (
-    ServerStartError,
     build_command,
     free_port,
     wait_for_health,
 )
-from tests.helpers import THROUGHPUT_SUITE, Throttle, processes_with
+from tests.helpers import THROUGHPUT_SUITE, Throttle, processes_with, require_llama
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "perf_suites" / "profiles.toml"
@@ -31,12 +30,7 @@ PROFILES = REPO / "perf_suites" / "profiles.toml"
 @pytest.fixture(scope="module")
 def llama_profile():
     profile = load_profiles(PROFILES).profiles["llamacpp-smollm2"]
-    try:
-        build_command(profile, "127.0.0.1", 1, REPO)
-    except ServerStartError as exc:
-        if os.environ.get("LLMPERF_REQUIRE_LLAMA"):
-            pytest.fail(str(exc))
-        pytest.skip(f"llama-server is not installed here: {exc}")
+    require_llama(profile)
     return profile
 
 

@@ -14,7 +14,6 @@ it is skipped with the reason, before measuring."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -23,8 +22,8 @@ import pytest
 
 from pytest_llmperf.profiles import load_profiles
 from pytest_llmperf.servers import lifecycle
-from pytest_llmperf.servers.lifecycle import ServerStartError, build_command
 from tests import sglang_real
+from tests.helpers import require_llama
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "perf_suites" / "profiles.toml"
@@ -34,13 +33,8 @@ def installed(name: str) -> None:
     profile = load_profiles(PROFILES).profiles[name]
     if name == "sglang-cpu":
         sglang_real.require(sglang_real.PYTHON)
-        return
-    try:
-        build_command(profile, "127.0.0.1", 1, REPO)
-    except ServerStartError as exc:
-        if os.environ.get("LLMPERF_REQUIRE_LLAMA"):
-            pytest.fail(str(exc))
-        pytest.skip(f"llama-server is not installed here: {exc}")
+    else:
+        require_llama(profile)
 
 
 @pytest.mark.parametrize("name", ["llamacpp-smollm2", "sglang-cpu"])
