@@ -76,7 +76,7 @@ def main() -> int:
         summary = "\n".join(
             line
             for line in summary.splitlines()
-            if not ANSI.sub("", line).startswith("server logs")
+            if not ANSI.sub("", line).startswith(("server logs", "report:"))
         )
         lines = ANSI.sub("", summary).splitlines()
         page = work / "summary.html"
