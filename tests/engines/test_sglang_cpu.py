@@ -78,6 +78,7 @@ def project(
     model: str | None = None,
     concurrency: str = "[1, 2, 4]",
     runs: int = 2,
+    fail_margin: float = 0.20,
 ) -> Path:
     """A project with profile ``cpu`` (the real SGLang, old-style flags) and the throughput
     suite; returns the model path (a uniquely named link, so the launcher is findable)."""
@@ -103,7 +104,7 @@ min_requests = 8
 ready_timeout_s = 240
 shutdown_timeout_s = 30
 request_timeout_s = 60
-fail_margin = 0.20
+fail_margin = {fail_margin}
 warn_margin = 0.08
 """,
     )
@@ -209,13 +210,23 @@ def server_counters(url: str) -> tuple[float, float]:
 def test_record_pass_accuracy_and_a_throttled_server_fails(pytester):
     """One real server, started outside the plugin and attached: goldens recorded at C = 1,
     the same server checked (PASS) with the plugin's figure against the server's own accounting
-    of the same requests, then the same server slowed from outside by a third (FAIL).
+    of the same requests, then the same server slowed from outside to less than half (FAIL).
+
+    The margin is 35 %: this server drifts by up to 20 % within one launch on 2 shared cores
+    (seen in CI: 135.0 tok/s recorded, 107.2 a minute later, unthrottled), so a 20 % margin and a
+    throttle by a third made the first check fail one CI run in two here.
 
     The reference is the server, not a second client: a second, sequential client on the same
     pinned server read 150 to 180 tok/s from launch to launch where the plugin read 163 to 165,
     more spread than the 5 % this checks. At C = 1 the server's tokens over the sum of its own
     per-request latencies is the rate the plugin must see, less only the client's gaps."""
-    project(pytester, args=[*CPU_ARGS, *OLD_STYLE, "--enable-metrics"], concurrency="[1]", runs=5)
+    project(
+        pytester,
+        args=[*CPU_ARGS, *OLD_STYLE, "--enable-metrics"],
+        concurrency="[1]",
+        runs=5,
+        fail_margin=0.35,
+    )
     profile = load_profiles(pytester.path / "profiles.toml").profiles["cpu"]
     # The server on the last core, both clients (this process, and the plugin's pytest, which
     # inherits it) on the others: on 2 shared cores a client's own CPU use slows the server it
@@ -258,13 +269,13 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester):
         print(f"C=1: plugin {plugin:.1f} tok/s, the server's own accounting {reference:.1f} tok/s")
         assert abs(plugin / reference - 1) < 0.05, (plugin, reference)
 
-        with Throttle(scheduler.pid, 0.35, period_s=0.2):
+        with Throttle(scheduler.pid, 0.6, period_s=0.2):
             slower = pytester.runpytest_subprocess(*args)
         slower.assert_outcomes(failed=1)
         slower.stdout.fnmatch_lines(
             [
                 "cpu C=1: * tok/s vs golden * (\u2212*%, slower, p=*) \u2014 FAIL: "
-                "significantly slower by more than the 20 %*"
+                "significantly slower by more than the 35 %*"
             ]
         )
     finally:
