@@ -18,7 +18,8 @@ names any other subclass, so a new engine is one new file (see
   :meth:`Engine.fingerprint_args`, :meth:`Engine.server_version`, :meth:`Engine.binary`);
 - speculative detection (``speculative_flags``, :meth:`Engine.unfair_differences`);
 - what a request must ask for and what its stream reports (:meth:`Engine.request_extras`,
-  :meth:`Engine.accept_length_note`, ``stream_counts``, :meth:`Engine.flushes_between_runs`).
+  :meth:`Engine.accept_length_note`, :meth:`Engine.flushes_between_runs`); whether its stream
+  counts tokens per chunk or only at the end is read from the stream itself (core/records.py).
 
 What every engine shares (process group, teardown, pid records, the log) lives in
 :mod:`pytest_llmperf.servers.lifecycle`. This module imports nothing of the layers above it
@@ -30,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.engines import hardware as hardware_probe
@@ -68,9 +69,6 @@ class Engine:
     speculative_flags: ClassVar[tuple[str, ...]] = ()
     #: Flags the plugin sets itself and a profile's ``args`` may not carry.
     reserved_flags: ClassVar[tuple[str, ...]] = ()
-    #: How the server reports generated tokens while it streams: a running count per chunk,
-    #: or only in the final event (the window estimates a cut request's tokens then).
-    stream_counts: ClassVar[Literal["per_chunk", "at_end"]] = "per_chunk"
     #: Whether the server's processes may leave /dev/shm files behind (engines/shm.py).
     leaves_shm: ClassVar[bool] = True
 

@@ -14,7 +14,7 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmperf.engines.base import Engine
 from pytest_llmperf.errors import ServerStartError
@@ -28,7 +28,6 @@ class LlamaCppEngine(Engine):
     health_path: ClassVar[str] = "/health"
     speculative_flags: ClassVar[tuple[str, ...]] = ("-md", "--model-draft")
     reserved_flags: ClassVar[tuple[str, ...]] = ("--port", "--host", "-m", "--model")
-    stream_counts: ClassVar[Literal["per_chunk", "at_end"]] = "at_end"
 
     def command(self, profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
         return [
