@@ -67,6 +67,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = LLMPerfSession(
         settings, profiles, selected, run_dir, datasets=datasets, renamed=renamed
     )
+    if selected and settings.history and not settings.plan_only:
+        # Opened here, before any server starts: a corrupt or unreachable store is one line now,
+        # not a traceback after an hour of GPU time.
+        config.stash[SESSION_KEY].history = preflight.open_history(config, settings, run_dir)
     if selected and not settings.server_url:
         _warn_about_leftover_servers(config, settings)
         _stop_servers_on_sigterm(config)
@@ -267,6 +271,10 @@ def llmperf(
         progress=ProgressLine.of(request.config),
     )
     yield fixture
+    session = request.config.stash[SESSION_KEY]
+    for point in session.points:
+        if point.test == request.node.nodeid:
+            session.store(point)  # again, judged: its verdict and every run it took
     _add_junit_properties(request.node, fixture.measured)
 
 
@@ -286,6 +294,8 @@ def llmperf_speedup(request: pytest.FixtureRequest) -> Iterator[LLMPerfSpeedupFi
         markers.MarkerOptions.from_item(request.node),
     )
     yield fixture
+    for point in fixture.measured:
+        session.store(point)  # again, judged
     _add_junit_properties(request.node, fixture.measured)
 
 
@@ -306,6 +316,8 @@ def pytest_terminal_summary(
         _write_summary(terminalreporter, session, exitstatus)
     for failure in session.output_failures:
         terminalreporter.write_line(f"llmperf: NOT WRITTEN: {failure}", red=True)
+    for note in session.end_notes:
+        terminalreporter.write_line(f"llmperf: {note}", yellow=True)
 
 
 def _write_summary(
@@ -337,6 +349,6 @@ def _write_summary(
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(SESSION_KEY, None)
     if state is not None:
-        failed = state.finish()
+        failed = state.finish(int(session.exitstatus))
         if failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = failed  # a result was lost: not a green run

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,6 +23,9 @@ from pytest_llmperf.files import OutsideDirectoryError, check_writable, confined
 from pytest_llmperf.load.dataset import Dataset, DatasetError, load_dataset
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.settings import Settings
+
+if TYPE_CHECKING:
+    from pytest_llmperf.history.recorder import HistoryRecorder
 
 
 def refuse_xdist(config: pytest.Config) -> None:
@@ -160,3 +164,25 @@ def load_datasets(selected: list[Profile]) -> dict[str, Dataset]:
             )
         out[profile.name] = dataset
     return out
+
+
+def open_history(config: pytest.Config, settings: Settings, run_dir: Path) -> HistoryRecorder:
+    """--perf-history: open the store and write the run's row, or one clear error now."""
+    from pytest_llmperf.history.recorder import HistoryRecorder
+    from pytest_llmperf.history.store import HistoryError
+
+    assert settings.history is not None
+    mode = "update" if settings.update else "measure" if settings.measure_only else "gate"
+    try:
+        return HistoryRecorder.start(
+            settings.history,
+            mode=mode,
+            run_dir=run_dir,
+            code_dir=Path(config.rootpath),
+            command=["pytest", *config.invocation_params.args],
+        )
+    except HistoryError as exc:
+        raise pytest.UsageError(
+            f"{exc}\n(the store is opened before any server starts; fix or move it, or run "
+            "without --perf-history)"
+        ) from None

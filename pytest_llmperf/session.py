@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_llmperf.core import speculative
-from pytest_llmperf.core.points import MeasuredPoint, SpeedupPoint
+from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
 from pytest_llmperf.core.results import ProfileFacts, Results
 from pytest_llmperf.core.speculative import Analysis
 from pytest_llmperf.golden import store
@@ -26,6 +26,7 @@ from pytest_llmperf.profiles import Profile, ProfileSet
 from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
+    from pytest_llmperf.history.recorder import HistoryRecorder
     from pytest_llmperf.load.dataset import Dataset
     from pytest_llmperf.load.workload import Workload
     from pytest_llmperf.plan import PlannedLevel
@@ -67,19 +68,40 @@ class LLMPerfSession:
     unprofiled_tests: list[str] = field(default_factory=list)
     #: Points measured for a test before it ran (``llmperf.measured_by``), by (node id, C).
     measured_ahead: dict[tuple[str, int], MeasuredPoint] = field(default_factory=dict)
+    #: --perf-history: the run's writer to the store (None without one).
+    history: HistoryRecorder | None = None
+    #: What the end of the run says about goldens or the history (an interrupted update).
+    end_notes: list[str] = field(default_factory=list)
 
     def profile(self, name: str) -> Profile:
         return next(p for p in self.selected if p.name == name)
 
     def record(self, point: MeasuredPoint) -> None:
-        self.points.append(point)
+        """A point was measured: kept for the results, and stored in the history at once (a
+        run killed later keeps it)."""
+        if not any(p is point for p in self.points):
+            self.points.append(point)
+        self.store(point)
 
     def record_speedup(self, point: SpeedupPoint) -> None:
         self.speedups.append(point)
+        self.store(point)
 
-    def server_started(self, name: str, handle: ServerHandle, fingerprint: Fingerprint) -> None:
+    def store(self, point: Point) -> None:
+        """(Again:) the point as it stands, with more runs or its verdict, into the history."""
+        if self.history is not None and point.values:
+            counters = point.counters if isinstance(point, MeasuredPoint) else None
+            wall = point.wall_s if isinstance(point, MeasuredPoint) else None
+            self.history.point(point, counters=counters, wall_s=wall)
+
+    def server_started(
+        self, name: str, handle: ServerHandle, fingerprint: Fingerprint, load_s: float | None = None
+    ) -> None:
         self.servers[name] = handle
         self.fingerprints[name] = fingerprint
+        if self.history is not None:
+            engine = self.profile(name).engine if any(p.name == name for p in self.selected) else ""
+            self.history.profile(name, fingerprint, engine, load_s)
 
     def measured_with(self, point: MeasuredPoint, workload: Workload) -> None:
         """More runs of ``point`` (stages, top-ups, another test's checks) use this workload."""
@@ -191,17 +213,29 @@ class LLMPerfSession:
             fingerprints={name: fp.to_json() for name, fp in self.fingerprints.items()},
             servers={name: handle.describe() for name, handle in self.servers.items()},
             run_dir=str(self.run_dir),
+            run_id=self.history.run_id if self.history is not None else None,
             update=self.settings.update,
         )
 
-    def finish(self) -> int:
-        """End of the run: write the queued goldens (once, never half-way), then the output
-        files. Returns the exit-status bits the run adds: a result that could not be written
-        fails an otherwise green run."""
+    def finish(self, exit_status: int = 0) -> int:
+        """End of the run: write the queued goldens (once, never half-way; none when the run
+        was interrupted), then the output files, then mark the run done in the history.
+        Returns the exit-status bits the run adds: a result that could not be written fails an
+        otherwise green run."""
         from pytest_llmperf.render import write
 
-        if self.pending:
-            self._write_goldens()
+        interrupted = exit_status == pytest.ExitCode.INTERRUPTED
+        if self.pending and interrupted:
+            kept = sum(len(f.points) for f in self.pending.values())
+            self.end_notes.append(
+                f"interrupted: no golden was changed (all or nothing); the {kept} points "
+                "recorded so far were not written"
+                + (" (they are in the history)" if self.history is not None else "")
+                + ". Run --perf-update again to record them."
+            )
+        recorded = bool(self.pending) and not interrupted and self._write_goldens()
+        if self.history is not None:
+            self._fill_history(recorded)
         if self.points:
             settings = self.settings
             notes, failures = write.outputs(
@@ -211,23 +245,54 @@ class LLMPerfSession:
             )
             self.report_notes += notes
             self.output_failures += failures
+        if self.history is not None:
+            self.history.finished(exit_status, complete=not interrupted)
+            self.end_notes += self.history.notes()
         return int(pytest.ExitCode.TESTS_FAILED) if self.output_failures else 0
 
-    def _write_goldens(self) -> None:
-        """All queued goldens, or none when any golden this run touched is unusable."""
+    def _fill_history(self, goldens_recorded: bool) -> None:
+        """Each point's ``history`` (stored runs, change points) where its check did not judge
+        one (--perf-measure, --perf-update, a MISSING golden); golden recordings as events."""
+        from pytest_llmperf.history import gate
+        from pytest_llmperf.history.store import HistoryError
+
+        recorder = self.history
+        assert recorder is not None
+        for path, pending in self.pending.items() if goldens_recorded else ():
+            why = pending.points[0].why if pending.points else "--perf-update"
+            recorder.golden_recorded(pending.profile, path, [p.key for p in pending.points], why)
+        for point in [*self.points, *self.speedups]:
+            if point.history is not None or not point.values:
+                continue
+            fingerprint = self.fingerprints.get(point.profile)
+            hardware = fingerprint.hardware_key if fingerprint else None
+            try:
+                stored = gate.stored_series(recorder.store, point, recorder.run_id, hardware)
+            except HistoryError as exc:
+                recorder.failure = recorder.failure or str(exc)
+                return
+            series = gate.with_tonight(stored, point, recorder.run_id, recorder.started_at)
+            point.history = gate.summary(series, None) if series.nights else None
+
+    def _write_goldens(self) -> bool:
+        """All queued goldens, or none when any golden this run touched is unusable; whether
+        they were written."""
         if self.golden_errors:
             self.output_failures.append(
                 f"no golden was written, because a golden file of this run is unusable: "
                 f"{self.golden_errors[0]}"
             )
-            return
+            return False
         try:
             self.golden_notes = store.flush(list(self.pending.values()))
         except store.GoldenError as exc:
             self.output_failures.append(f"no golden was written: {exc}")
+            return False
         except store.GoldenWriteError as exc:
             self.golden_notes = exc.notes
             self.output_failures += [f"golden not written: {line}" for line in exc.failed]
+            return False
+        return True
 
 
 def _int_or_none(value: Any) -> int | None:

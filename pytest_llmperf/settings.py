@@ -80,6 +80,15 @@ OPTIONS = tuple(
             None,
         ),
         (
+            "--perf-history",
+            "llmperf_history",
+            "Keep every run in a history store: a file (SQLite, created on first use) or a "
+            "postgresql:// URL shared by several runners. Adds change points, a drift gate and "
+            "plans from stored times; see `python -m pytest_llmperf history STORE`.",
+            "STORE",
+            None,
+        ),
+        (
             "--perf-drift-margin",
             "llmperf_drift_margin",
             "With --perf-aba: largest base drift (before vs after) that keeps a speedup valid.",
@@ -167,6 +176,14 @@ FLAGS = (
         "OLD=NEW",
     ),
     Flag(
+        "--perf-measure",
+        "perf_measure",
+        "llmperf_measure",
+        "Measure every point and write the results (and the history), judging nothing: no "
+        "golden is needed and none is written. Compare two such runs with "
+        "`python -m pytest_llmperf history STORE --compare A B`.",
+    ),
+    Flag(
         "--perf-aba",
         "llmperf_aba",
         "llmperf_aba",
@@ -245,6 +262,10 @@ class Settings:
     plan_only: bool = False  # --perf-plan: print the plan, run nothing
     #: --perf-rename OLD=NEW: goldens of moved test files, carried before the run.
     renames: tuple[tuple[str, str], ...] = ()
+    #: --perf-history: a path (resolved) or a database URL, as given.
+    history: str | None = None
+    #: --perf-measure: measure and write results, judge nothing, need no golden.
+    measure_only: bool = False
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
@@ -278,6 +299,14 @@ class Settings:
         if accept_worse is not None and not accept_worse.strip():
             raise pytest.UsageError(
                 "--perf-accept-worse needs a reason, e.g. --perf-accept-worse='driver 590, see #123'."
+            )
+        measure_only = config.getoption("perf_measure")
+        if measure_only is None:
+            measure_only = bool(config.getini("llmperf_measure"))
+        if measure_only and update:
+            raise pytest.UsageError(
+                "--perf-measure judges nothing and writes no golden; --perf-update records "
+                "goldens. Use one of them."
             )
         aba = config.getoption("llmperf_aba")
         plan_only = config.getoption("llmperf_plan")
@@ -314,7 +343,16 @@ class Settings:
             aba=bool(aba if aba is not None else config.getini("llmperf_aba")),
             drift_margin=_parse_fraction("--perf-drift-margin", value("llmperf_drift_margin")[0]),
             renames=_parse_renames(config.getoption("llmperf_rename") or []),
+            history=_history_store(*value("llmperf_history")),
+            measure_only=bool(measure_only),
         )
+
+
+def _history_store(raw: str | None, base: Path) -> str | None:
+    """A database URL as given, a path resolved as every other path option is."""
+    if not raw:
+        return None
+    return raw if "://" in raw else str(_resolve(base, raw))
 
 
 def _resolve(base: Path, value: str) -> Path:

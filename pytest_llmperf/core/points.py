@@ -55,6 +55,8 @@ class Point:
     gated_from: str | None = None
     #: Why the point is reported but not gated (a percentile its runs cannot estimate).
     ungated: str | None = None
+    #: With --perf-history: the stored runs of its series and their change points.
+    history: dict[str, Any] | None = None
 
     @property
     def node(self) -> NodeId:
@@ -119,6 +121,11 @@ class MeasuredPoint(Point):
     launch_id: str
     output_len: int
     api: str
+    #: The server time its runs took (warm-ups and settles included), and the server's own
+    #: counters over them (``/metrics``; None when it serves none).
+    wall_s: float = 0.0
+    counters: dict[str, float] | None = None
+    counters_at_start: dict[str, float] | None = field(default=None, repr=False)
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -168,6 +175,9 @@ class MeasuredPoint(Point):
                 "message": self.message,
                 "problems": self.problems,
                 "environment_changes": self.environment_changes,
+                "wall_s": self.wall_s,
+                "server_counters": self.counters,
+                "history": self.history,
             }
         )
 
@@ -204,6 +214,7 @@ class SpeedupPoint(Point):
                 "golden": self.golden,
                 "values": list(self.values),
                 "message": self.message,
+                "history": self.history,
             }
         )
 

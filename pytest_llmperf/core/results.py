@@ -40,6 +40,8 @@ class Results:
     #: Per profile: how its server was run (engine, model, args, launch id, log, server info).
     servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     run_dir: str | None = None
+    #: The run's id in the history store (--perf-history), else None.
+    run_id: str | None = None
     update: bool = False
 
     @property

@@ -87,9 +87,15 @@ def _moved_from(key: str, golden: GoldenFile | None) -> tuple[str, str] | None:
 
 
 def conclude(
-    point: Point, verdict: Verdict, entry: GoldenPoint, path: Path, margins: Margins
+    point: Point,
+    verdict: Verdict,
+    entry: GoldenPoint,
+    path: Path,
+    margins: Margins,
+    extra: Sequence[str] = (),
 ) -> None:
-    """Store the verdict on the point; fail the test unless it passes."""
+    """Store the verdict on the point; fail the test unless it passes. ``extra``: lines the
+    history adds (the drift gate, the night-to-night noise)."""
     __tracebackhide__ = True
     gold_mean = entry.mean
     point.outcome = verdict.outcome
@@ -99,7 +105,7 @@ def conclude(
     point.message = describe(
         point.label, point.summary.mean, gold_mean, verdict, margins.fail, margins.warn,
         unit=point.unit, why=point.ungated,
-    )  # fmt: skip
+    ) + "".join(f"\n  {line}" for line in extra)  # fmt: skip
     if not verdict.passed:
         changes = "".join(f"\n    {line}" for line in point.environment_changes)
         pytest.fail(

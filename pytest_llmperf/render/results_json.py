@@ -19,6 +19,7 @@ SCHEMA_VERSION = 1
 #: generated from these tables; a test checks that every field rendered is in them).
 TOP_FIELDS = {
     "schema": "the layout's version (1); a reader refuses another",
+    "run_id": "the run's id in the history store (--perf-history; null without one)",
     "created": "when the run ended, UTC, ISO 8601",
     "run_dir": "the run's directory: every server's log and exact command line",
     "fingerprint": "per profile: `hard` keys (a golden with others is INCOMPARABLE), `soft` keys "
@@ -49,6 +50,15 @@ POINT_FIELDS = {
     "message": "the sentence the test printed",
     "problems": "why the point is INVALID (empty when it is not)",
     "environment_changes": "soft fingerprint keys that differ from the golden's",
+    "wall_s": "the server time the point's runs took, warm-up and settles included",
+    "server_counters": "the server's own /metrics over the point's runs (null when it serves "
+    "none): generated_tokens, prompt_tokens, cached_tokens, requests, queue_time_mean_s, "
+    "kv_cache_usage, …",
+    "history": "with --perf-history: `runs` (the stored nights of its series, this one "
+    "included), `spread` (their night-to-night sd, log scale) and `change_points`, each with "
+    "`first_bad_run`, `last_good_run`, their dates and commits, `change` (relative, e.g. −0.08), "
+    "its 95 % `interval`, `p_value`, `worse` and `what_changed`; `drift`: the change the latest "
+    "nights make, when the drift gate judged one (null without a history)",
 }
 RUN_FIELDS = {
     "concurrency": "C",
@@ -81,6 +91,7 @@ def render(results: Results, *, created: str) -> dict[str, Any]:
     fps = results.fingerprints
     return {
         "schema": SCHEMA_VERSION,
+        "run_id": results.run_id,
         "created": created,
         "run_dir": results.run_dir,
         "fingerprint": {

@@ -62,6 +62,8 @@ class ServerHandle:
     started_at: float = field(default_factory=time.monotonic)
     info: dict[str, Any] = field(default_factory=dict)
     died: str | None = None  # why it is no longer usable
+    #: Whether it serves Prometheus /metrics that servers/metrics.py can read.
+    serves_metrics: bool = False
     #: What the launcher changed in or warns about the profile's flags (SGLang version adaptation).
     notes: list[str] = field(default_factory=list)
     sglang_version: str | None = None

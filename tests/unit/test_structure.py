@@ -15,7 +15,7 @@ LAYERS = (
     {"core"},
     {"errors", "files", "engines", "sim"},
     {"profiles", "profile_fields", "secrets", "settings"},
-    {"load", "servers", "golden", "render"},
+    {"load", "servers", "golden", "render", "history"},
     {"selection", "preflight", "plan", "progress", "session"},
     {"fixtures"},
     {"plugin", "__main__", "scaffold"},

@@ -1,0 +1,229 @@
+"""A point's series of nights, its change points, and what changed at each.
+
+One :class:`Night` per stored run of a (profile, golden key): the run's values of the point's
+own figure, its commit, engine version and fingerprint. The change points are found on the
+nights' log means, latencies negated (so that a negative change is always worse, as the
+verdict reads it), and reported as a relative change of the figure itself: −0.08 is 8 % less
+throughput, +0.08 8 % more latency.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pytest_llmperf.history.changepoints import ChangePoint, detect
+
+#: Nights a series needs before it says anything (a change point, or its night-to-night spread).
+MIN_NIGHTS = 5
+#: Change points smaller than this (on the log scale) are not reported: a 1 % move is below what
+#: anyone would act on, however many nights confirm it.
+MIN_MAGNITUDE = 0.01
+#: The night-to-night spread is read from at most this many of the latest nights.
+SPREAD_NIGHTS = 30
+
+
+@dataclass(frozen=True)
+class Night:
+    run_id: str
+    started_at: float
+    values: tuple[float, ...]
+    complete: bool = True
+    commit: str | None = None
+    engine_version: str | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    hardware_key: str | None = None
+    verdict: str | None = None
+    golden_mean: float | None = None
+    ci_url: str | None = None
+
+    @property
+    def mean(self) -> float:
+        return sum(self.values) / len(self.values)
+
+    def log_mean(self, lower_is_better: bool) -> float:
+        sign = -1.0 if lower_is_better else 1.0
+        return sign * sum(math.log(v) for v in self.values) / len(self.values)
+
+    @property
+    def date(self) -> str:
+        return datetime.fromtimestamp(self.started_at, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+    def describe(self) -> str:
+        commit = f", commit {self.commit[:10]}" if self.commit else ""
+        return f"run {self.run_id} ({self.date} UTC{commit})"
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Night:
+        golden = row.get("golden") or {}
+        return cls(
+            run_id=row["run_id"],
+            started_at=row["started_at"],
+            values=tuple(v for v in row["values"] if v is not None and v > 0),
+            complete=bool(row.get("complete")),
+            commit=row.get("git_commit"),
+            engine_version=row.get("engine_version"),
+            fingerprint=row.get("fingerprint") or {},
+            hardware_key=row.get("hardware_key"),
+            verdict=row.get("verdict"),
+            golden_mean=golden.get("mean") if isinstance(golden, dict) else None,
+            ci_url=row.get("ci_url"),
+        )
+
+
+@dataclass(frozen=True)
+class Series:
+    profile: str
+    key: str
+    metric: str
+    lower_is_better: bool
+    nights: tuple[Night, ...]
+
+    @property
+    def logs(self) -> list[float]:
+        return [n.log_mean(self.lower_is_better) for n in self.nights]
+
+    def change_points(self) -> list[ChangePoint]:
+        if len(self.nights) < MIN_NIGHTS:
+            return []
+        return detect(self.logs, min_magnitude=MIN_MAGNITUDE)
+
+    def spread(self) -> tuple[float, int] | None:
+        """The night-to-night sd of the log means since the last change point (at most
+        SPREAD_NIGHTS of them), and how many nights it comes from; None below MIN_NIGHTS."""
+        cps = self.change_points()
+        start = cps[-1].index if cps else 0
+        logs = self.logs[start:][-SPREAD_NIGHTS:]
+        if len(logs) < MIN_NIGHTS:
+            return None
+        mean = sum(logs) / len(logs)
+        sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (len(logs) - 1))
+        return sd, len(logs)
+
+    def report(self, cp: ChangePoint) -> dict[str, Any]:
+        """A change point as the results JSON and the CLI give it."""
+        sign = -1.0 if self.lower_is_better else 1.0
+        low, high = cp.interval()
+        rel = [math.exp(sign * v) - 1 for v in (cp.shift, low, high)]
+        good, bad = self.nights[cp.index - 1], self.nights[cp.index]
+        return {
+            "first_bad_run": bad.run_id,
+            "first_bad_date": bad.date,
+            "first_bad_commit": bad.commit,
+            "last_good_run": good.run_id,
+            "last_good_date": good.date,
+            "last_good_commit": good.commit,
+            "change": rel[0],
+            "interval": sorted(rel[1:]),
+            "p_value": cp.p_value,
+            "worse": cp.shift < 0,
+            "nights_before": cp.n_before,
+            "nights_after": cp.n_after,
+            "what_changed": what_changed(good, bad),
+        }
+
+    def open_change(self, since: float | None = None) -> tuple[ChangePoint, int] | None:
+        """The change the latest nights make against the series before them: the last change
+        point, joined with the change points before it that moved the same way (a slow drift
+        is a staircase of small steps), as (the first of them, the regime before it's index).
+        Only change points after ``since`` (the golden's recording: re-recording a golden is how
+        a user accepts a new level) count."""
+        cps = [
+            c
+            for c in self.change_points()
+            if since is None or self.nights[c.index].started_at > since
+        ]
+        if not cps:
+            return None
+        direction = cps[-1].shift > 0
+        first = len(cps) - 1
+        while first > 0 and (cps[first - 1].shift > 0) == direction:
+            first -= 1
+        return cps[first], cps[first].index - cps[first].n_before
+
+    def drift(self, since: float | None = None) -> dict[str, Any] | None:
+        """The open change of the latest regime against the one before its staircase began:
+        ``change`` (relative, of the figure) with its interval, and the first bad night."""
+        found = self.open_change(since)
+        if found is None:
+            return None
+        first, start = found
+        logs = self.logs
+        before = logs[start : first.index]
+        after = logs[self.change_points()[-1].index :]
+        return self.report(_between(before, after, first.index))
+
+
+def _between(before: Sequence[float], after: Sequence[float], index: int) -> ChangePoint:
+    import numpy as np
+
+    from pytest_llmperf.history.changepoints import _sd, _t_pvalue
+
+    b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    return ChangePoint(
+        index=index,
+        p_value=_t_pvalue(b, a),
+        mean_before=float(b.mean()),
+        mean_after=float(a.mean()),
+        sd_before=_sd(b),
+        sd_after=_sd(a),
+        n_before=len(b),
+        n_after=len(a),
+    )
+
+
+def what_changed(good: Night, bad: Night) -> list[str]:
+    """What differs between the last good night and the first bad one: the engine version,
+    the tested commit, fingerprint keys, the hardware."""
+    out = []
+    if good.engine_version != bad.engine_version:
+        out.append(f"engine version {good.engine_version} → {bad.engine_version}")
+    if good.commit != bad.commit and (good.commit or bad.commit):
+        out.append(f"commit {(good.commit or '?')[:10]} → {(bad.commit or '?')[:10]}")
+    if good.hardware_key != bad.hardware_key:
+        out.append(f"hardware {good.hardware_key} → {bad.hardware_key}")
+    out += fingerprint_changes(good.fingerprint, bad.fingerprint)
+    return out
+
+
+def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``section.key old → new`` for every fingerprint value that differs."""
+    out = []
+    for section in sorted(set(old) | set(new)):
+        a, b = old.get(section), new.get(section)
+        if isinstance(a, dict) or isinstance(b, dict):
+            a, b = a if isinstance(a, dict) else {}, b if isinstance(b, dict) else {}
+            out += [
+                f"{section}.{k}: {a.get(k)!r} → {b.get(k)!r}"
+                for k in sorted(set(a) | set(b))
+                if a.get(k) != b.get(k)
+            ]
+        elif a != b:
+            out.append(f"{section}: {a!r} → {b!r}")
+    return out
+
+
+def build(rows: Iterable[dict[str, Any]]) -> list[Series]:
+    """Series from the store's rows (:meth:`HistoryStore.series_rows`), one per (profile, key),
+    each night once (the latest write of a point wins), nights without a value left out."""
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault((row["profile"], row["key"]), []).append(row)
+    out = []
+    for (profile, key), group in grouped.items():
+        nights = [Night.from_row(r) for r in group]
+        nights = [n for n in nights if n.values]
+        if nights:
+            out.append(
+                Series(
+                    profile,
+                    key,
+                    group[-1]["metric"],
+                    bool(group[-1]["lower_is_better"]),
+                    tuple(nights),
+                )  # fmt: skip
+            )
+    return out
