@@ -1,6 +1,8 @@
 """``python -m pytest_llmperf COMMAND``: what the plugin does outside a pytest run.
 
 - ``init [DIR] [--force]``: a working ``perf_suites/`` for a new project (pytest_llmperf/scaffold).
+- ``history STORE [--json | --compare A B | --html DIR | --export FORMAT FILE | --load-spool F]``:
+  what a history store holds (pytest_llmperf/history/cli.py).
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     init.add_argument("directory", nargs="?", default=".", type=Path, help="Default: .")
     init.add_argument("--force", action="store_true", help="Replace files that exist.")
+    from pytest_llmperf.history import cli as history_cli
+
+    history_cli.add_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "history":
+        return history_cli.main(args)
     if args.command == "init":
         from pytest_llmperf.scaffold import init as write_scaffold
 

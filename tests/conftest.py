@@ -52,3 +52,46 @@ def eagle_server():
 @pytest.fixture
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory):
+    """A real PostgreSQL server for the session (Debian's package, started by
+    scripts/postgresql.sh); skipped where it is not installed, failed under
+    LLMPERF_REQUIRE_POSTGRES=1 (.ci/run sets it)."""
+    import glob
+    import os
+    import subprocess
+
+    from tests.helpers import free_port
+
+    if not glob.glob("/usr/lib/postgresql/*/bin/initdb"):
+        message = "PostgreSQL is not installed here: bash scripts/install-test-services.sh"
+        if os.environ.get("LLMPERF_REQUIRE_POSTGRES"):
+            pytest.fail(message)
+        pytest.skip(message)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "postgresql.sh"
+    directory = tmp_path_factory.mktemp("postgresql")
+    started = subprocess.run(
+        ["bash", str(script), "start", str(directory), str(free_port("127.0.0.1"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 0, f"PostgreSQL did not start:\n{started.stderr}"
+    yield started.stdout.strip()
+    subprocess.run(["bash", str(script), "stop", str(directory)], timeout=60)
+
+
+@pytest.fixture
+def postgres_url(postgres_server, request):
+    """A new, empty database on the session's PostgreSQL server, as a store URL."""
+    import re
+
+    import psycopg
+
+    name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return postgres_server.rsplit("/", 1)[0] + "/" + name

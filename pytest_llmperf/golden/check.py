@@ -99,7 +99,13 @@ def conclude(
     __tracebackhide__ = True
     gold_mean = entry.mean
     point.outcome = verdict.outcome
-    point.golden = {"mean": gold_mean, "n": entry.n, "path": str(path)}
+    point.golden = {
+        "mean": gold_mean,
+        "n": entry.n,
+        "path": str(path),
+        "fail_margin": margins.fail,
+        "warn_margin": margins.warn,
+    }
     point.ratio = verdict.ratio
     point.p_value = verdict.p
     point.message = describe(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from pytest_llmperf.history.changepoints import ChangePoint, detect
+from pytest_llmperf.history.changepoints import ChangePoint, detect, drift_onset
 
 #: Nights a series needs before it says anything (a change point, or its night-to-night spread).
 MIN_NIGHTS = 5
@@ -24,6 +24,9 @@ MIN_NIGHTS = 5
 MIN_MAGNITUDE = 0.01
 #: The night-to-night spread is read from at most this many of the latest nights.
 SPREAD_NIGHTS = 30
+#: A slow drift is looked for in at most this many of the latest nights (a straight line fits
+#: a few weeks of drift, not a year of nights).
+DRIFT_NIGHTS = 60
 
 
 @dataclass(frozen=True)
@@ -145,16 +148,51 @@ class Series:
         return cps[first], cps[first].index - cps[first].n_before
 
     def drift(self, since: float | None = None) -> dict[str, Any] | None:
-        """The open change of the latest regime against the one before its staircase began:
-        ``change`` (relative, of the figure) with its interval, and the first bad night."""
+        """The open change of the latest nights against the level before them: a confirmed
+        step (the staircase of same-direction change points that ends the series, against the
+        regime before it began), else a slow drift (:func:`drift_onset`) since the last change
+        point or the golden's recording; ``change`` is relative, of the figure, with its
+        interval and the first bad night. None when the series is level."""
         found = self.open_change(since)
-        if found is None:
+        if found is not None:
+            first, start = found
+            logs = self.logs
+            before = logs[start : first.index]
+            after = logs[self.change_points()[-1].index :]
+            return {**self.report(_between(before, after, first.index)), "kind": "step"}
+        cps = self.change_points()
+        start = cps[-1].index if cps else 0
+        if since is not None:
+            start = max(
+                start,
+                next(
+                    (i for i, n in enumerate(self.nights) if n.started_at > since), len(self.nights)
+                ),
+            )
+        start = max(start, len(self.nights) - DRIFT_NIGHTS)
+        onset = drift_onset(self.logs[start:])
+        if onset is None:
             return None
-        first, start = found
-        logs = self.logs
-        before = logs[start : first.index]
-        after = logs[self.change_points()[-1].index :]
-        return self.report(_between(before, after, first.index))
+        sign = -1.0 if self.lower_is_better else 1.0
+        rel = [math.exp(sign * v) - 1 for v in (onset.shift, *onset.interval())]
+        good, bad = self.nights[start + onset.index - 1], self.nights[start + onset.index]
+        return {
+            "kind": "drift",
+            "first_bad_run": bad.run_id,
+            "first_bad_date": bad.date,
+            "first_bad_commit": bad.commit,
+            "last_good_run": good.run_id,
+            "last_good_date": good.date,
+            "last_good_commit": good.commit,
+            "change": rel[0],
+            "interval": sorted(rel[1:]),
+            "p_value": onset.p_value,
+            "worse": onset.shift < 0,
+            "nights_before": onset.index,
+            "nights_after": onset.nights,
+            "per_night": math.exp(sign * onset.slope) - 1,
+            "what_changed": what_changed(good, bad),
+        }
 
 
 def _between(before: Sequence[float], after: Sequence[float], index: int) -> ChangePoint:
@@ -185,7 +223,12 @@ def what_changed(good: Night, bad: Night) -> list[str]:
         out.append(f"commit {(good.commit or '?')[:10]} → {(bad.commit or '?')[:10]}")
     if good.hardware_key != bad.hardware_key:
         out.append(f"hardware {good.hardware_key} → {bad.hardware_key}")
-    out += fingerprint_changes(good.fingerprint, bad.fingerprint)
+    # The version is said once: not again as the fingerprint's server_version.
+    out += [
+        line
+        for line in fingerprint_changes(good.fingerprint, bad.fingerprint)
+        if not (line.startswith("soft.server_version") and out and out[0].startswith("engine"))
+    ]
     return out
 
 

@@ -179,10 +179,12 @@ class HistoryStore:
             _apply(conn, record)
 
     def apply_all(self, records: Iterable[dict[str, Any]]) -> int:
+        """Many records in one transaction (a spool, an import): all or none."""
         n = 0
-        for record in records:
-            self.apply(record)
-            n += 1
+        with self._guard("load records"), self.engine.begin() as conn:
+            for record in records:
+                _apply(conn, record)
+                n += 1
         return n
 
     # Reading

@@ -42,7 +42,8 @@ POINT_FIELDS = {
     "launch_id": "which server launch measured it",
     "workload": "the workload's definition, a hard key of the golden: api, lengths, "
     "requests per run or the window, prompt set's hash, dataset",
-    "golden": "the golden's mean, its n and its file (null without one)",
+    "golden": "the golden's mean, its n, its file and the margins the point was judged with "
+    "(null without one)",
     "ratio": "mean ÷ the golden's mean",
     "p_value": "the one-sided p in the direction of the change",
     "verdict": "PASS, WARN, IMPROVED, FAIL, UNCERTAIN, INVALID, INCOMPARABLE, MISSING, "

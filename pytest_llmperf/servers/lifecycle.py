@@ -64,6 +64,8 @@ class ServerHandle:
     died: str | None = None  # why it is no longer usable
     #: Whether it serves Prometheus /metrics that servers/metrics.py can read.
     serves_metrics: bool = False
+    #: Stops the server if pytest dies without stopping it (servers/watchdog.py).
+    watchdog: subprocess.Popen | None = field(default=None, repr=False)
     #: What the launcher changed in or warns about the profile's flags (SGLang version adaptation).
     notes: list[str] = field(default_factory=list)
     sglang_version: str | None = None
@@ -198,6 +200,9 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
         redactor=redactor,
         log_writer=writer,
     )
+    from pytest_llmperf.servers import watchdog
+
+    handle.watchdog = watchdog.start(process.pid, profile.shutdown_timeout_s)
     _LIVE[process.pid] = handle
     from pytest_llmperf.servers import leftovers
 
@@ -402,6 +407,11 @@ def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
             pass
     psutil.wait_procs(descendants, timeout=10)
     _LIVE.pop(process.pid, None)
+    if handle.watchdog is not None:
+        from pytest_llmperf.servers import watchdog
+
+        watchdog.release(handle.watchdog)
+        handle.watchdog = None
     if handle.log_writer is not None:
         handle.log_writer.drain(timeout_s=2.0)
     from pytest_llmperf.servers import leftovers
