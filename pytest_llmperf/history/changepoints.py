@@ -16,8 +16,11 @@ and scipy alone (``apache-otava`` pins numpy and scipy exactly and pulls in clou
    Otava's ``merge`` does. The p-value is Bonferroni-adjusted for the positions the split was
    chosen among (the t-test of the best of k splits is not a t-test of one): without it, a
    three-night blip inside a year of nights passes p < 0.001 (seen on a synthetic year at 0.5 %
-   noise: two such false change points in a hundred series). What remains are the change points; index i means the series changed
-   between x[i − 1] and x[i], so x[i] is "the first bad run".
+   noise: two such false change points in a hundred series). What remains are the change
+   points; index i means the series changed between x[i − 1] and x[i], so x[i] is "the first
+   bad run".
+3. **Slow drifts** (:func:`drift_onset`), which step detection splits into weak little steps:
+   a level, then a straight line from an onset, confirmed by the slope's t-test.
 
 The caller chooses the scale: the plugin passes log values, with latencies negated, so that a
 change's sign says better or worse as the verdict's does.

@@ -19,9 +19,14 @@ MARGINS = Margins(fail=0.15, warn=0.05)
 def series_of(night_means, runs=3, noise=0.003, seed=0, lower=False):
     rng = np.random.default_rng(seed)
     nights = tuple(
-        Night(f"r{i + 1}", START + i * DAY, tuple(m * math.exp(rng.normal(0, noise)) for _ in range(runs)), commit=f"c{i + 1}")
+        Night(
+            f"r{i + 1}",
+            START + i * DAY,
+            tuple(m * math.exp(rng.normal(0, noise)) for _ in range(runs)),
+            commit=f"c{i + 1}",
+        )
         for i, m in enumerate(night_means)
-    )  # fmt: skip
+    )
     return Series("p", "t.py::test[C=10]", "ttft_p99_s" if lower else "output_tok_s", lower, nights)
 
 
