@@ -172,6 +172,10 @@ def open_history(config: pytest.Config, settings: Settings, run_dir: Path) -> Hi
     from pytest_llmperf.history.store import HistoryError
 
     assert settings.history is not None
+    # Now, not at the first verdict: a SIGTERM that lands inside a lazy import of scipy leaves
+    # it half-imported, and the end of the run (the history's summary) would fail on it.
+    import scipy.stats  # noqa: F401
+
     mode = "update" if settings.update else "measure" if settings.measure_only else "gate"
     try:
         return HistoryRecorder.start(

@@ -235,7 +235,10 @@ class LLMPerfSession:
             )
         recorded = bool(self.pending) and not interrupted and self._write_goldens()
         if self.history is not None:
-            self._fill_history(recorded)
+            try:
+                self._fill_history(recorded)
+            except Exception as exc:  # the results files matter more than the series' summary
+                self.end_notes.append(f"the points' history could not be summarised: {exc!r}")
         if self.points:
             settings = self.settings
             notes, failures = write.outputs(

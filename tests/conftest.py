@@ -16,14 +16,23 @@ import httpcore  # noqa: F401
 import numpy  # noqa: F401
 import pytest
 import scipy.stats  # noqa: F401
+import sqlalchemy.dialects.postgresql
+import sqlalchemy.dialects.sqlite
+import sqlalchemy.pool  # noqa: F401
 
+import pytest_llmperf.history.changepoints
+import pytest_llmperf.history.schema
+import pytest_llmperf.history.series
+import pytest_llmperf.history.store  # noqa: F401
 from tests.helpers import start_sim
 
 pytest_plugins = ["pytester"]
 # pytester's in-process runs drop the modules first imported inside them, so a later import
 # makes a second copy: httpx (which imports httpcore lazily and caches its exception classes)
 # would no longer recognise httpcore's errors, multiprocessing could no longer pickle its own
-# connections, and numpy's C extension refuses a second load. Importing them here keeps one.
+# connections, numpy's C extension refuses a second load, and SQLAlchemy would no longer know
+# the history store's own tables ("Column expression expected, got Column"). Importing them
+# here keeps one.
 
 
 UNIT_TESTS = Path(__file__).resolve().parent / "unit"
@@ -55,7 +64,7 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory):
+def postgres_server():
     """A real PostgreSQL server for the session (Debian's package, started by
     scripts/postgresql.sh); skipped where it is not installed, failed under
     LLMPERF_REQUIRE_POSTGRES=1 (.ci/run sets it)."""
@@ -70,8 +79,13 @@ def postgres_server(tmp_path_factory):
         if os.environ.get("LLMPERF_REQUIRE_POSTGRES"):
             pytest.fail(message)
         pytest.skip(message)
+    import shutil
+    import tempfile
+
     script = Path(__file__).resolve().parents[1] / "scripts" / "postgresql.sh"
-    directory = tmp_path_factory.mktemp("postgresql")
+    # Not under pytest's basetemp: its parents are private to this user, and the server runs as
+    # the postgres user when the tests run as root.
+    directory = Path(tempfile.mkdtemp(prefix="llmperf-postgresql-"))
     started = subprocess.run(
         ["bash", str(script), "start", str(directory), str(free_port("127.0.0.1"))],
         capture_output=True,
@@ -81,6 +95,7 @@ def postgres_server(tmp_path_factory):
     assert started.returncode == 0, f"PostgreSQL did not start:\n{started.stderr}"
     yield started.stdout.strip()
     subprocess.run(["bash", str(script), "stop", str(directory)], timeout=60)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

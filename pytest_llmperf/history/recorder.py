@@ -105,6 +105,8 @@ class HistoryRecorder:
     failure: str | None = None
     spooled: int = 0
     started_at: float = field(default_factory=time.time)
+    #: The run's and its profiles' records: spooled first when the store fails.
+    context: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def start(
@@ -133,12 +135,22 @@ class HistoryRecorder:
         return recorder
 
     def write(self, record: dict[str, Any]) -> None:
+        if record["kind"] in ("run", "profile"):
+            self.context.append(record)
         if self.failure is None:
             try:
                 self.store.apply(record)
                 return
             except HistoryError as exc:
                 self.failure = str(exc)
+                # The run's own records first, so the spool loads into any store (a fresh one
+                # too); loading them twice is harmless.
+                for earlier in self.context:
+                    if earlier is not record:
+                        self._spool(earlier)
+        self._spool(record)
+
+    def _spool(self, record: dict[str, Any]) -> None:
         append_spool(self.spool, record)
         self.spooled += 1
 

@@ -368,7 +368,9 @@ def _apply(conn: Connection, record: dict[str, Any]) -> None:
     kind = record["kind"]
     fields = {k: v for k, v in record.items() if k != "kind"}
     if kind == "run":
-        conn.execute(s.runs.insert().values(**fields, complete=False))
+        exists = select(s.runs.c.run_id).where(s.runs.c.run_id == fields["run_id"])
+        if conn.execute(exists).first() is None:  # a spool loaded into the store it failed on
+            conn.execute(s.runs.insert().values(**fields, complete=False))
     elif kind == "profile":
         conn.execute(
             delete(s.run_profiles).where(
@@ -400,7 +402,8 @@ def _apply(conn: Connection, record: dict[str, Any]) -> None:
         if rows:
             conn.execute(s.samples.insert(), rows)
     elif kind == "event":
-        conn.execute(s.events.insert().values(**{**fields, "kind": fields.pop("event")}))
+        event = fields.pop("event")
+        conn.execute(s.events.insert().values(**fields, kind=event))
     elif kind == "timing":
         conn.execute(s.timings.insert().values(**fields))
     elif kind == "finished":

@@ -6,7 +6,17 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("scipy", "numpy", "matplotlib", "aiohttp", "psutil", "httpx", "uvloop")
+HEAVY = (
+    "scipy",
+    "numpy",
+    "matplotlib",
+    "aiohttp",
+    "psutil",
+    "httpx",
+    "uvloop",
+    "sqlalchemy",
+    "psycopg",
+)
 
 
 def run(code: str) -> str:
