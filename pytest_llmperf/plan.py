@@ -23,6 +23,7 @@ from pytest_llmperf.core.verdict import (
     first_stage,
 )
 from pytest_llmperf.golden.store import GoldenError, golden_path, load
+from pytest_llmperf.history.timing import StoredTimes
 from pytest_llmperf.load.loadgen import WARMUP_OUTPUT_LEN
 from pytest_llmperf.profiles import Profile
 
@@ -62,9 +63,12 @@ def levels(
     recording: bool = False,
     update_runs: int | None = None,
     pool: bool = False,
+    times: dict[str, StoredTimes] | None = None,
 ) -> list[PlannedLevel]:
     """One entry per (profile, level) the collected tests measure, in run order;
-    ``update_runs``: --perf-update-runs when recording (None: auto); ``pool``: --perf-pool."""
+    ``update_runs``: --perf-update-runs when recording (None: auto); ``pool``: --perf-pool;
+    ``times``: per profile, what its earlier runs took (--perf-history), which replaces the
+    golden's estimate wherever it has the level."""
     goldens: dict[str, dict[int, list[float]]] = {}
     plans = []
     for profile, c in points:
@@ -92,6 +96,9 @@ def levels(
             tokens = round(speed * measured) if speed else 0
             requests = round(tokens / profile.output_len)
             seconds = measured + (runs - 1) * profile.settle_s + (warmup / speed if speed else 0.0)
+        stored = (times or {}).get(profile.name)
+        if stored is not None and c in stored.level_s:
+            seconds = stored.level_s[c]  # what it really took, every test at this level
         plans.append(PlannedLevel(profile.name, c, runs, requests, tokens, seconds, up_to))
     return plans
 
@@ -100,17 +107,26 @@ def _named(profile: Profile, name: str) -> Profile:
     return profile if profile.name == name else replace(profile, name=name)
 
 
-def lines(plans: list[PlannedLevel], *, recording: bool) -> list[str]:
-    """The plan as the terminal shows it: one line per profile, then the total."""
+def lines(
+    plans: list[PlannedLevel], *, recording: bool, times: dict[str, StoredTimes] | None = None
+) -> list[str]:
+    """The plan as the terminal shows it: one line per profile, then the total (with the
+    stored load times, when the history has them)."""
     out = [f"llmperf plan{' (recording goldens)' if recording else ''}:"]
     total = 0.0
     untimed = 0
+    times = times or {}
+    loads = [t.load_s for t in times.values() if t.load_s is not None]
     for name in dict.fromkeys(p.profile for p in plans):
         mine = sorted((p for p in plans if p.profile == name), key=lambda p: p.concurrency)
         timed = [p.seconds for p in mine if p.seconds is not None]
         untimed += len(mine) - len(timed)
         total += sum(timed)
         when = f"about {duration(sum(timed))}" if timed else "not timed (no golden)"
+        if name in times:
+            load = times[name].load_s
+            loaded = f", load {duration(load)}" if load is not None else ""
+            when += f" (as its last {times[name].runs} run(s) took{loaded})"
         if timed and len(timed) < len(mine):
             when += f" + {len(mine) - len(timed)} level(s) with no golden"
         out.append(
@@ -121,7 +137,13 @@ def lines(plans: list[PlannedLevel], *, recording: bool) -> list[str]:
             f"{when}"
         )
     note = f", plus {untimed} level(s) with no golden to time them" if untimed else ""
-    out.append(f"  total: about {duration(total)} of measurement{note} (server loads not included)")
+    if loads:
+        total += sum(loads)
+        out.append(f"  total: about {duration(total)}{note}, loads included (from the history)")
+    else:
+        out.append(
+            f"  total: about {duration(total)} of measurement{note} (server loads not included)"
+        )
     return out
 
 

@@ -206,16 +206,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not points:
         return
     settings = state.settings
+    times = state.stored_times()
     state.plan = plan.levels(
         points,
         settings.baseline_dir,
         recording=settings.update,
         update_runs=settings.update_runs,
         pool=settings.pool,
+        times=times,
     )
     from pytest_llmperf.fixtures.server import unfair_plan_lines
 
-    for line in [*plan.lines(state.plan, recording=settings.update), *unfair_plan_lines(state)]:
+    planned = plan.lines(state.plan, recording=settings.update, times=times)
+    for line in [*planned, *unfair_plan_lines(state)]:
         reporter.write_line(line)
 
 

@@ -27,6 +27,7 @@ from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_llmperf.history.recorder import HistoryRecorder
+    from pytest_llmperf.history.timing import StoredTimes
     from pytest_llmperf.load.dataset import Dataset
     from pytest_llmperf.load.workload import Workload
     from pytest_llmperf.plan import PlannedLevel
@@ -135,6 +136,25 @@ class LLMPerfSession:
         not time (no golden)."""
         later = [p.seconds for p in self.plan]
         return sum(s for s in later if s is not None), sum(s is None for s in later)
+
+    def stored_times(self) -> dict[str, StoredTimes]:
+        """Per selected profile, what its earlier runs took (--perf-history; {} without)."""
+        if self.history is None:
+            return {}
+        from pytest_llmperf.history.store import HistoryError
+        from pytest_llmperf.history.timing import stored_times
+
+        out = {}
+        for profile in self.selected:
+            try:
+                found = stored_times(
+                    self.history.store, profile.name, recording=self.settings.update
+                )
+            except HistoryError:
+                return {}  # the plan falls back on the goldens; the run itself will say more
+            if found is not None:
+                out[profile.name] = found
+        return out
 
     def golden_file(self, profile: str) -> Path:
         return golden_path(
