@@ -95,3 +95,42 @@ def build_store(where: str, spec: Nights) -> HistoryStore:
     store = HistoryStore.open(where)
     store.apply_all(records(spec))
     return store
+
+
+def bulk_store(where: str, spec: Nights) -> HistoryStore:
+    """The same records inserted in bulk (a year of a hundred points in seconds, not minutes):
+    for the dashboard's size test and benchmark, which read the store, not write it."""
+    from sqlalchemy import insert
+
+    from pytest_llmperf.history import schema as s
+
+    store = HistoryStore.open(where)
+    by_kind: dict[str, list[dict]] = {}
+    samples = []
+    point_id = 0
+    for record in records(spec):
+        fields = {k: v for k, v in record.items() if k != "kind"}
+        if record["kind"] == "point":
+            point_id += 1
+            runs = fields.pop("samples")
+            fields["id"] = point_id
+            samples += [
+                {"point_id": point_id, "run_index": i, "figure": name, "value": value}
+                for i, figures in enumerate(runs)
+                for name, value in figures.items()
+            ]
+        by_kind.setdefault(record["kind"], []).append(fields)
+    finished = {f["run_id"]: f for f in by_kind.pop("finished", [])}
+    runs = [{**r, **finished.get(r["run_id"], {}), "complete": True} for r in by_kind["run"]]
+    with store.engine.begin() as conn:
+        conn.execute(insert(s.runs), runs)
+        conn.execute(insert(s.run_profiles), by_kind["profile"])
+        conn.execute(insert(s.points), by_kind["point"])
+        conn.execute(insert(s.samples), samples)
+        conn.execute(
+            insert(s.events),
+            [{"run_id": run_id(0), "at": START, "kind": "golden_recorded", "profile": spec.profile,
+              "detail": {"keys": [p["key"] for p in by_kind["point"][: spec.points]],
+                         "why": "--perf-update", "path": "baselines/x.json"}}],
+        )  # fmt: skip
+    return store

@@ -96,6 +96,7 @@ def judge(
     point's ``history`` summary."""
     lines = []
     history = summary(series, since)
+    history["golden_verdict"] = result.outcome.value  # what the golden alone said
     stored = Series(
         series.profile, series.key, series.metric, series.lower_is_better, series.nights[:-1]
     )
@@ -115,6 +116,7 @@ def judge(
     drift = history["drift"]
     if drift and drift["worse"] and abs(drift["change"]) >= margins.warn:
         fail = abs(drift["change"]) >= margins.fail
+        drift["gated"] = "FAIL" if fail else "WARN"  # the summary and the table say so
         lines.append(drift_line(drift, "fail" if fail else "warn", margins))
         if result.outcome.passed:
             # A latency's margins are its rise, a throughput's its fall: |change| either way.

@@ -58,8 +58,9 @@ POINT_FIELDS = {
     "history": "with --perf-history: `runs` (the stored nights of its series, this one "
     "included), `spread` (their night-to-night sd, log scale) and `change_points`, each with "
     "`first_bad_run`, `last_good_run`, their dates and commits, `change` (relative, e.g. −0.08), "
-    "its 95 % `interval`, `p_value`, `worse` and `what_changed`; `drift`: the change the latest "
-    "nights make, when the drift gate judged one (null without a history)",
+    "its 95 % `interval`, `p_value`, `worse` and `what_changed`; `drift`: the open change the latest "
+    "nights make (`kind` step or drift, `gated` WARN or FAIL when the drift gate judged the "
+    "point by it); `golden_verdict`: what the golden alone said (null without a history)",
 }
 RUN_FIELDS = {
     "concurrency": "C",

@@ -61,8 +61,23 @@ def row(point: MeasuredPoint) -> tuple[str, ...]:
         f"{ms(point.run_average(lambda r: r.ttft_s['p50']))} / {ms(point.run_average(lambda r: r.ttft_s['p99']))}",
         ms(point.run_average(lambda r: r.itl_s["p50"])),
         "-" if not math.isfinite(accept) else f"{accept:.2f}",
-        point.verdict.value + (" (not gated)" if point.ungated else ""),
+        point.verdict.value + (" (not gated)" if point.ungated else "") + drift_cell(point),
     )
+
+
+def gated_drift(point: Point) -> dict | None:
+    """The history's drift that the drift gate judged on this point (WARN or FAIL), if any."""
+    drift = (point.history or {}).get("drift")
+    return drift if drift and drift.get("gated") else None
+
+
+def drift_cell(point: Point) -> str:
+    """`` (drift −8.1 % since 12-01 abc1234)`` for a point the drift gate judged."""
+    drift = gated_drift(point)
+    if drift is None:
+        return ""
+    commit = f" {drift['first_bad_commit'][:7]}" if drift.get("first_bad_commit") else ""
+    return f" (drift {signed_percent(drift['change'])} % since {drift['first_bad_date'][5:10]}{commit})"
 
 
 def change_cell(point: Point) -> str:
@@ -143,7 +158,7 @@ def verdict_lines(results: Results, *, verbose: bool = False) -> list[Line]:
     golden points no test used are counted, and listed when ``verbose``."""
     points = results.all_points
     counts = results.counts()
-    lines: list[Line] = [("llmperf verdicts: " + counts_line(counts), None)]
+    lines: list[Line] = [("llmperf verdicts: " + counts_line(counts) + drift_summary(points), None)]
     for p in sorted(points, key=lambda p: p.verdict.rank):
         lines += _point_lines(p)
     if Outcome.MISSING in counts:
@@ -173,6 +188,20 @@ def verdict_lines(results: Results, *, verbose: bool = False) -> list[Line]:
         if verbose:
             lines += [(f"  {item}", None) for item in results.unused_goldens]
     return lines
+
+
+def drift_summary(points: Sequence[Point]) -> str:
+    """``; drift gate: 2 points, since 2026-12-01 05:42 UTC (commit abc1234)`` (the earliest
+    first bad run of the points it judged)."""
+    drifts = [d for d in map(gated_drift, points) if d is not None]
+    if not drifts:
+        return ""
+    first = min(drifts, key=lambda d: d["first_bad_date"])
+    commit = f", commit {first['first_bad_commit'][:7]}" if first.get("first_bad_commit") else ""
+    return (
+        f"; drift gate: {len(drifts)} point(s) moved beyond their margins over the nights, "
+        f"since {first['first_bad_date']} UTC{commit} (run {first['first_bad_run']})"
+    )
 
 
 def environment_changes(results: Results) -> list[tuple[str, str]]:

@@ -274,4 +274,9 @@ def test_a_step_in_the_engine_is_named_by_the_night_it_began(pytester):
         assert low < cp["change"] < high and high - low < 0.06
         assert history["drift"]["first_bad_run"] == run_ids[4]
         assert point["verdict"] == "WARN" and "drift:" in point["message"]
-    result.stdout.fnmatch_lines([f"*drift*since run {run_ids[4]}*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"llmperf verdicts: 2 WARN; drift gate: 2 point(s) moved*(run {run_ids[4]})",
+            f"*drift*since run {run_ids[4]}*",
+        ]
+    )

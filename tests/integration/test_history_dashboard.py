@@ -1,0 +1,58 @@
+"""The history dashboard in a real headless Chromium (Debian's package): a year of nights of a
+hundred points loads with no console error and draws every chart; a small one from real runs
+shows its change point, its version marker and its golden recording."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests import chromium
+from tests.history_data import Nights, bulk_store
+
+
+def body_data(dom: str) -> dict[str, str]:
+    body = re.search(r"<body([^>]*)>", dom)
+    assert body is not None, dom[:500]
+    return dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body.group(1)))
+
+
+def write_dashboard(store_path, out_dir) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_llmperf", "history", str(store_path), "--html", str(out_dir)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_year_of_a_hundred_points_loads_without_errors_and_draws_every_chart(tmp_path):
+    chromium.binary()
+    spec = Nights(nights=365, points=100, step_at=300, step=-0.08, version_change_at=300, seed=1)
+    bulk_store(str(tmp_path / "h.db"), spec)
+    write_dashboard(tmp_path / "h.db", tmp_path / "site")
+    page = tmp_path / "site" / "index.html"
+    html = page.read_text()
+    assert "http://" not in html and "https://" not in html  # opens with no network
+    loaded = chromium.load(page)
+    data = body_data(loaded.dom)
+    assert "errors" not in data, data
+    assert loaded.console_errors() == []
+    assert data["charts"] == "100"
+    assert int(data["render-ms"]) > 0  # benchmarks/dashboard_render.py reports the time
+    rows = re.findall(r"<tr><td[^>]*>2027-03-24", loaded.dom)
+    assert len(rows) == 100  # one open change point per point, at night 301, newest first
+
+
+def test_a_small_history_shows_its_change_point_version_marker_and_recording(tmp_path):
+    chromium.binary()
+    spec = Nights(nights=12, points=2, step_at=6, step=-0.10, version_change_at=6, seed=3)
+    bulk_store(str(tmp_path / "h.db"), spec)
+    write_dashboard(tmp_path / "h.db", tmp_path / "site")
+    page = tmp_path / "site" / "index.html"
+    loaded = chromium.load(page, width=1200, height=900)
+    assert body_data(loaded.dom)["charts"] == "2" and loaded.console_errors() == []
+    assert "engine version 0.5.6 → 0.5.9" in loaded.dom
+    assert re.search(r"−(9|10)\.\d %", loaded.dom)
+    png = chromium.screenshot(page, tmp_path / "dashboard.png", width=1200, height=900)
+    assert png.stat().st_size > 20_000  # drawn, not a blank page
