@@ -1,8 +1,10 @@
-"""Make the pictures the docs and the README show, from a real run: the terminal summary of
+"""Make the pictures the docs and the README show, from real runs: the terminal summary of
 ``pytest perf_suites`` (its colours as the terminal draws them, screenshotted in headless
-Chromium) and the throughput plot of ``--perf-report``.
+Chromium), the throughput plot of ``--perf-report``, and the history dashboard of twelve
+nights of the simulated engine (8 % slower from night 7 on), screenshotted in Chromium.
 
-    python scripts/docs_images.py            # writes docs/images/*.png (about a minute)
+    python scripts/docs_images.py              # writes docs/images/*.png (about three minutes)
+    python scripts/docs_images.py dashboard    # only the dashboard
 
 Needs Debian's chromium (/usr/bin/chromium) and the report extra (matplotlib).
 """
@@ -61,8 +63,54 @@ def screenshot(page: Path, png: Path, width: int, height: int) -> None:
     )  # fmt: skip
 
 
+DASHBOARD_PROFILES = """
+default = ["sim-baseline"]
+
+[profiles.sim-baseline]
+engine = "sim"
+model = "sim-docs"
+args = ["--sim-load-time", "0.2", "--enable-metrics", "--sim-throughput-multiplier", "{speed}"]
+concurrency = [1, 10, 30]
+runs = 3
+output_len = 128
+min_requests = 8
+"""
+DASHBOARD_SUITE = """
+def test_output_throughput(llmperf, llm_concurrency):
+    llmperf.check(llmperf.measure(concurrency=llm_concurrency))
+"""
+
+
+def dashboard() -> None:
+    """Twelve nights of a small suite, the engine 8 % slower from night 7: the dashboard."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "test_perf.py").write_text(DASHBOARD_SUITE)
+        (work / "pytest.ini").write_text("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+
+        def night(speed: str, *args: str) -> None:
+            (work / "profiles.toml").write_text(DASHBOARD_PROFILES.replace("{speed}", speed))
+            subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+                cwd=work, capture_output=True, timeout=600,
+            )  # fmt: skip
+
+        night("1.0", "--perf-update", "--perf-history", "history.db")
+        for n in range(1, 13):
+            night("1.0" if n < 7 else "0.92", "--perf-history", "history.db")
+        subprocess.run(
+            [sys.executable, "-m", "pytest_llmperf", "history", "history.db", "--html", "site"],
+            cwd=work, check=True, capture_output=True,
+        )  # fmt: skip
+        screenshot(work / "site" / "index.html", IMAGES / "dashboard.png", 1400, 1000)
+
+
 def main() -> int:
     IMAGES.mkdir(parents=True, exist_ok=True)
+    if sys.argv[1:] == ["dashboard"]:
+        dashboard()
+        print(f"wrote dashboard.png in {IMAGES}")
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         run = subprocess.run(
@@ -85,7 +133,8 @@ def main() -> int:
         screenshot(page, IMAGES / "terminal-summary.png", width, 19 * len(lines) + 40)
         shutil.copy(work / "report" / "throughput-output_throughput.png", IMAGES / "throughput.png")
         shutil.copy(work / "report" / "latency-output_throughput.png", IMAGES / "latency.png")
-    print(f"wrote terminal-summary.png, throughput.png and latency.png in {IMAGES}")
+    dashboard()
+    print(f"wrote terminal-summary.png, throughput.png, latency.png and dashboard.png in {IMAGES}")
     return run.returncode
 
 

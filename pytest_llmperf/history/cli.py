@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.history.export import FORMATS
+from pytest_llmperf.history import EXPORT_FORMATS as FORMATS
 
 
 def add_parser(commands: Any) -> None:
@@ -114,6 +114,14 @@ def print_listing(data: dict[str, Any]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    try:
+        return _main(args)
+    except BrokenPipeError:  # `… | head`: the reader has what it wanted
+        sys.stderr.close()
+        return 0
+
+
+def _main(args: argparse.Namespace) -> int:
     from pytest_llmperf.history.store import HistoryError, HistoryStore, read_spool
 
     try:

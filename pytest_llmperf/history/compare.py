@@ -8,6 +8,7 @@ the log values of their runs (``~`` when p ≥ 0.01, the verdict's α).
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 from pytest_llmperf.core.format import format_value
@@ -31,7 +32,10 @@ def welch_p(a: list[float], b: list[float]) -> float | None:
     la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
     if len(set(la)) == 1 and len(set(lb)) == 1:
         return 0.0 if la[0] != lb[0] else 1.0
-    return float(stats.ttest_ind(la, lb, equal_var=False).pvalue)
+    with warnings.catch_warnings():
+        # Steady runs agree to many digits: scipy warns of precision loss, the p stands.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(stats.ttest_ind(la, lb, equal_var=False).pvalue)
 
 
 def rows(points_a: list[dict[str, Any]], points_b: list[dict[str, Any]]) -> list[dict[str, Any]]:

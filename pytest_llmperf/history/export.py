@@ -20,8 +20,6 @@ from typing import Any
 from pytest_llmperf.core.points import unit_of
 from pytest_llmperf.history.series import Series
 
-FORMATS = ("otava", "bmf", "github-action-benchmark")
-
 
 def series_name(series: Series) -> str:
     return f"{series.profile} {series.key}" + (

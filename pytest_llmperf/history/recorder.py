@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -79,6 +80,15 @@ def git_state(directory: Path) -> dict[str, Any]:
     }
 
 
+_CREDENTIALS = re.compile(r"(\w[\w+.-]*://[^/\s:@]*:)\S*@")
+
+
+def mask_credentials(text: str) -> str:
+    """``postgresql://perf:secret@db/x`` → ``postgresql://perf:***@db/x``: the command line is
+    stored, and a store's URL given on it may carry a password."""
+    return _CREDENTIALS.sub(r"\1***@", text)
+
+
 def run_figures(point: Point) -> list[dict[str, float | None]]:
     """Per run of the point, every figure it has (None where it has none)."""
     if isinstance(point, SpeedupPoint):
@@ -127,7 +137,7 @@ class HistoryRecorder:
                 **git_state(code_dir),
                 "ci_url": ci_url(),
                 "plugin_version": __version__,
-                "command": " ".join(command)[:2000],
+                "command": mask_credentials(" ".join(command))[:2000],
             }
         )
         if recorder.failure:

@@ -121,3 +121,12 @@ def test_the_spool_survives_a_torn_last_line(tmp_path):
     store = HistoryStore.open(str(tmp_path / "h.db"))
     assert store.apply_all(loaded) == 4
     assert store.runs()[0]["points"] == 1
+
+
+def test_a_store_password_on_the_command_line_is_never_stored():
+    from pytest_llmperf.history.recorder import mask_credentials
+
+    command = "pytest perf_suites --perf-history postgresql://perf:s3cr@t@db:5432/llm -k x"
+    masked = mask_credentials(command)
+    assert "s3cr" not in masked and "t@db" not in masked
+    assert masked == "pytest perf_suites --perf-history postgresql://perf:***@db:5432/llm -k x"
