@@ -100,7 +100,13 @@ def test_conclude_stores_the_verdict_and_fails_only_what_does_not_pass(values, o
         assert message.endswith("Changed since the golden (not blocking):\n    python: a → b")
     else:
         check.conclude(point, verdict, entry, PATH, Margins(0.15, 0.05))
-    assert point.outcome is outcome and point.golden == {"mean": 100.0, "n": 10, "path": str(PATH)}
+    assert point.outcome is outcome and point.golden == {
+        "mean": 100.0,
+        "n": 10,
+        "path": str(PATH),
+        "fail_margin": 0.15,
+        "warn_margin": 0.05,
+    }
     assert point.ratio == pytest.approx(sum(values) / 300.0)
 
 
