@@ -52,6 +52,28 @@ class ChangePoint:
     n_before: int
     n_after: int
 
+    @classmethod
+    def between(
+        cls,
+        before: Sequence[float] | np.ndarray,
+        after: Sequence[float] | np.ndarray,
+        index: int,
+        positions: int = 1,
+    ) -> ChangePoint:
+        """The change from the regime ``before`` to ``after`` (starting at ``index``), its
+        p-value adjusted for the ``positions`` it was chosen among."""
+        b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+        return cls(
+            index=index,
+            p_value=min(1.0, _t_pvalue(b, a) * positions),
+            mean_before=float(b.mean()),
+            mean_after=float(a.mean()),
+            sd_before=_sd(b),
+            sd_after=_sd(a),
+            n_before=len(b),
+            n_after=len(a),
+        )
+
     @property
     def shift(self) -> float:
         """mean_after − mean_before, on the series' scale (log: the log-ratio)."""
@@ -140,18 +162,8 @@ def _segment(x: np.ndarray, lo: int, hi: int, out: list[int], min_size: int) -> 
 def _test(x: np.ndarray, cuts: list[int], i: int) -> ChangePoint:
     lo = cuts[i - 1] if i > 0 else 0
     hi = cuts[i + 1] if i + 1 < len(cuts) else len(x)
-    before, after = x[lo : cuts[i]], x[cuts[i] : hi]
     positions = max(1, hi - lo - 2 * MIN_SIZE + 1)
-    return ChangePoint(
-        index=cuts[i],
-        p_value=min(1.0, _t_pvalue(before, after) * positions),
-        mean_before=float(before.mean()),
-        mean_after=float(after.mean()),
-        sd_before=_sd(before),
-        sd_after=_sd(after),
-        n_before=len(before),
-        n_after=len(after),
-    )
+    return ChangePoint.between(x[lo : cuts[i]], x[cuts[i] : hi], cuts[i], positions)
 
 
 def _sd(x: np.ndarray) -> float:

@@ -10,7 +10,7 @@ throughput, +0.08 8 % more latency.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -108,10 +108,22 @@ class Series:
 
     def report(self, cp: ChangePoint) -> dict[str, Any]:
         """A change point as the results JSON and the CLI give it."""
+        return self._report(cp.index, cp.shift, cp.interval(), cp.p_value, cp.n_before, cp.n_after)
+
+    def _report(
+        self,
+        index: int,
+        shift: float,
+        interval: tuple[float, float],
+        p_value: float,
+        n_before: int,
+        n_after: int,
+    ) -> dict[str, Any]:
+        """A change on the log scale (``shift``, its ``interval``) that began at night
+        ``index``, as a relative change of the figure, with the nights either side of it."""
         sign = -1.0 if self.lower_is_better else 1.0
-        low, high = cp.interval()
-        rel = [math.exp(sign * v) - 1 for v in (cp.shift, low, high)]
-        good, bad = self.nights[cp.index - 1], self.nights[cp.index]
+        rel = [math.exp(sign * v) - 1 for v in (shift, *interval)]
+        good, bad = self.nights[index - 1], self.nights[index]
         return {
             "first_bad_run": bad.run_id,
             "first_bad_date": bad.date,
@@ -121,10 +133,10 @@ class Series:
             "last_good_commit": good.commit,
             "change": rel[0],
             "interval": sorted(rel[1:]),
-            "p_value": cp.p_value,
-            "worse": cp.shift < 0,
-            "nights_before": cp.n_before,
-            "nights_after": cp.n_after,
+            "p_value": p_value,
+            "worse": shift < 0,
+            "nights_before": n_before,
+            "nights_after": n_after,
             "what_changed": what_changed(good, bad),
         }
 
@@ -159,7 +171,7 @@ class Series:
             logs = self.logs
             before = logs[start : first.index]
             after = logs[self.change_points()[-1].index :]
-            return {**self.report(_between(before, after, first.index)), "kind": "step"}
+            return {**self.report(ChangePoint.between(before, after, first.index)), "kind": "step"}
         cps = self.change_points()
         start = cps[-1].index if cps else 0
         if since is not None:
@@ -173,44 +185,12 @@ class Series:
         onset = drift_onset(self.logs[start:])
         if onset is None:
             return None
+        report = self._report(
+            start + onset.index, onset.shift, onset.interval(), onset.p_value, onset.index,
+            onset.nights,
+        )  # fmt: skip
         sign = -1.0 if self.lower_is_better else 1.0
-        rel = [math.exp(sign * v) - 1 for v in (onset.shift, *onset.interval())]
-        good, bad = self.nights[start + onset.index - 1], self.nights[start + onset.index]
-        return {
-            "kind": "drift",
-            "first_bad_run": bad.run_id,
-            "first_bad_date": bad.date,
-            "first_bad_commit": bad.commit,
-            "last_good_run": good.run_id,
-            "last_good_date": good.date,
-            "last_good_commit": good.commit,
-            "change": rel[0],
-            "interval": sorted(rel[1:]),
-            "p_value": onset.p_value,
-            "worse": onset.shift < 0,
-            "nights_before": onset.index,
-            "nights_after": onset.nights,
-            "per_night": math.exp(sign * onset.slope) - 1,
-            "what_changed": what_changed(good, bad),
-        }
-
-
-def _between(before: Sequence[float], after: Sequence[float], index: int) -> ChangePoint:
-    import numpy as np
-
-    from pytest_llmperf.history.changepoints import _sd, _t_pvalue
-
-    b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
-    return ChangePoint(
-        index=index,
-        p_value=_t_pvalue(b, a),
-        mean_before=float(b.mean()),
-        mean_after=float(a.mean()),
-        sd_before=_sd(b),
-        sd_after=_sd(a),
-        n_before=len(b),
-        n_after=len(a),
-    )
+        return {**report, "kind": "drift", "per_night": math.exp(sign * onset.slope) - 1}
 
 
 def what_changed(good: Night, bad: Night) -> list[str]:

@@ -292,19 +292,17 @@ class HistoryStore:
             .outerjoin(rp, and_(rp.c.run_id == p.c.run_id, rp.c.profile == p.c.profile))
             .order_by(r.c.started_at, p.c.id)
         )
-        if profile is not None:
-            query = query.where(p.c.profile == profile)
-        if key is not None:
-            query = query.where(p.c.key == key)
         values = (
             select(sm.c.point_id, sm.c.value)
             .join(p, and_(p.c.id == sm.c.point_id, p.c.metric == sm.c.figure))
             .order_by(sm.c.point_id, sm.c.run_index)
         )
-        if profile is not None:
-            values = values.where(p.c.profile == profile)
-        if key is not None:
-            values = values.where(p.c.key == key)
+        wanted = [
+            column == value
+            for column, value in ((p.c.profile, profile), (p.c.key, key))
+            if value is not None
+        ]
+        query, values = query.where(*wanted), values.where(*wanted)
         with self._guard("read its series"), self.engine.connect() as conn:
             rows = [dict(row) for row in conn.execute(query).mappings()]
             by_point: dict[int, list[float]] = {}

@@ -18,20 +18,22 @@ def body_data(dom: str) -> dict[str, str]:
     return dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body.group(1)))
 
 
-def write_dashboard(store_path, out_dir) -> None:
+def dashboard_of(tmp_path, spec: Nights):
+    """The store of ``spec``, its dashboard written by the CLI as a user would, and the page."""
+    chromium.binary()
+    bulk_store(str(tmp_path / "h.db"), spec)
+    site = tmp_path / "site"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_llmperf", "history", str(store_path), "--html", str(out_dir)],
+        [sys.executable, "-m", "pytest_llmperf", "history", str(tmp_path / "h.db"), "--html", str(site)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    return site / "index.html"
 
 
 def test_a_year_of_a_hundred_points_loads_without_errors_and_draws_every_chart(tmp_path):
-    chromium.binary()
     spec = Nights(nights=365, points=100, step_at=300, step=-0.08, version_change_at=300, seed=1)
-    bulk_store(str(tmp_path / "h.db"), spec)
-    write_dashboard(tmp_path / "h.db", tmp_path / "site")
-    page = tmp_path / "site" / "index.html"
+    page = dashboard_of(tmp_path, spec)
     html = page.read_text()
     assert "http://" not in html and "https://" not in html  # opens with no network
     loaded = chromium.load(page)
@@ -45,11 +47,8 @@ def test_a_year_of_a_hundred_points_loads_without_errors_and_draws_every_chart(t
 
 
 def test_a_small_history_shows_its_change_point_version_marker_and_recording(tmp_path):
-    chromium.binary()
     spec = Nights(nights=12, points=2, step_at=6, step=-0.10, version_change_at=6, seed=3)
-    bulk_store(str(tmp_path / "h.db"), spec)
-    write_dashboard(tmp_path / "h.db", tmp_path / "site")
-    page = tmp_path / "site" / "index.html"
+    page = dashboard_of(tmp_path, spec)
     loaded = chromium.load(page, width=1200, height=900)
     assert body_data(loaded.dom)["charts"] == "2" and loaded.console_errors() == []
     assert "engine version 0.5.6 → 0.5.9" in loaded.dom
