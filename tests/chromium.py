@@ -68,9 +68,11 @@ def _run(args: list[str], timeout_s: float) -> subprocess.CompletedProcess:
 
 
 def load(page: Path, width: int = 1400, height: int = 1000, timeout_s: float = 120) -> Loaded:
-    done = _run(
-        [f"--window-size={width},{height}", "--dump-dom", page.resolve().as_uri()], timeout_s
-    )
+    return load_url(page.resolve().as_uri(), width, height, timeout_s)
+
+
+def load_url(url: str, width: int = 1400, height: int = 1000, timeout_s: float = 120) -> Loaded:
+    done = _run([f"--window-size={width},{height}", "--dump-dom", url], timeout_s)
     return Loaded(done.stdout, done.stderr)
 
 

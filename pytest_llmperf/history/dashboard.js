@@ -191,6 +191,15 @@
       b[1].addEventListener("mousemove", function (e) { tooltip(b[1], b[2], e); });
       b[1].addEventListener("mouseleave", function () { document.getElementById("tip").style.display = "none"; });
     });
+    // "#tip=CHART,NIGHT" opens a chart's tooltip at a night: a link to one night of one point
+    // (and how the Chromium test checks the tooltip without a mouse).
+    var wanted = /^#tip=(\d+),(\d+)$/.exec(window.location.hash);
+    if (wanted && boxes[+wanted[1]] && +wanted[2] < boxes[+wanted[1]][2].x.length) {
+      var b = boxes[+wanted[1]], rect = b[1].getBoundingClientRect();
+      b[0].scrollIntoView();
+      rect = b[1].getBoundingClientRect();
+      tooltip(b[1], b[2], {clientX: rect.left + b[1]._geometry.X(b[2].x[+wanted[2]]), clientY: rect.top + 20});
+    }
     document.getElementById("filter").addEventListener("input", function (e) {
       var q = e.target.value.toLowerCase();
       boxes.forEach(function (b) { b[0].style.display = b[0]._search.indexOf(q) >= 0 ? "" : "none"; });

@@ -137,7 +137,7 @@ def test_sigterm_during_perf_update_changes_no_golden_and_keeps_the_points(pytes
     assert run(pytester, "--perf-update").ret == 0
     goldens = {p: p.read_bytes() for p in (pytester.path / "baselines").rglob("*.json")}
     assert goldens
-    proc = popen(pytester, "--perf-update", "--perf-history", "h.db")
+    proc = popen(pytester, "--perf-update", "--perf-history", "h.db", "--perf-json", "r.json")
     try:
         wait_for_points(pytester.path / "h.db", 1)
         proc.send_signal(signal.SIGTERM)
@@ -148,6 +148,9 @@ def test_sigterm_during_perf_update_changes_no_golden_and_keeps_the_points(pytes
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-2000:]
     assert "interrupted: no golden was changed" in out
     assert {p: p.read_bytes() for p in (pytester.path / "baselines").rglob("*.json")} == goldens
+    # Every requested output is still written, for the points that were done.
+    results = json.loads((pytester.path / "r.json").read_text())
+    assert results["points"] and all(p["values"] for p in results["points"])
     (interrupted,) = HistoryStore.open(str(pytester.path / "h.db")).runs()
     assert interrupted["points"] >= 1 and not interrupted["complete"]
     assert interrupted["ended_at"] is not None  # it ended, but did not finish

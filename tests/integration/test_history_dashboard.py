@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from tests import chromium
-from tests.history_data import Nights, bulk_store
+from tests.history_data import Nights, bulk_store, run_id
 
 
 def body_data(dom: str) -> dict[str, str]:
@@ -55,3 +55,16 @@ def test_a_small_history_shows_its_change_point_version_marker_and_recording(tmp
     assert re.search(r"−(9|10)\.\d %", loaded.dom)
     png = chromium.screenshot(page, tmp_path / "dashboard.png", width=1200, height=900)
     assert png.stat().st_size > 20_000  # drawn, not a blank page
+
+
+def test_the_tooltip_names_the_run_its_date_commit_version_and_the_change(tmp_path):
+    spec = Nights(nights=12, points=1, step_at=6, step=-0.10, version_change_at=6, seed=3)
+    page = dashboard_of(tmp_path, spec)
+    link = page.with_name("index.html")
+    loaded = chromium.load_url(link.resolve().as_uri() + "#tip=0,6")
+    tip = re.search(r'<div id="tip"[^>]*>(.*?)</div>', loaded.dom, re.S)
+    assert tip is not None and "display: block" in tip.group(0)
+    text = tip.group(1)
+    assert run_id(6) in text and "commit " in text and "sim-baseline 0.5.9" in text
+    assert "changed: engine version 0.5.6 → 0.5.9" in text
+    assert "change point: −" in text
