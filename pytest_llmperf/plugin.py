@@ -67,10 +67,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = LLMPerfSession(
         settings, profiles, selected, run_dir, datasets=datasets, renamed=renamed
     )
-    if selected and settings.history and not settings.plan_only:
+    if selected and settings.history:
         # Opened here, before any server starts: a corrupt or unreachable store is one line now,
-        # not a traceback after an hour of GPU time.
-        config.stash[SESSION_KEY].history = preflight.open_history(config, settings, run_dir)
+        # not a traceback after an hour of GPU time. --perf-plan only reads its stored times.
+        state = config.stash[SESSION_KEY]
+        if settings.plan_only:
+            state.plan_store = preflight.open_history_store(settings)
+        else:
+            state.history = preflight.open_history(config, settings, run_dir)
     if selected and not settings.server_url:
         _warn_about_leftover_servers(config, settings)
         _stop_servers_on_sigterm(config)

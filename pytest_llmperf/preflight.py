@@ -26,6 +26,7 @@ from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_llmperf.history.recorder import HistoryRecorder
+    from pytest_llmperf.history.store import HistoryStore
 
 
 def refuse_xdist(config: pytest.Config) -> None:
@@ -190,3 +191,14 @@ def open_history(config: pytest.Config, settings: Settings, run_dir: Path) -> Hi
             f"{exc}\n(the store is opened before any server starts; fix or move it, or run "
             "without --perf-history)"
         ) from None
+
+
+def open_history_store(settings: Settings) -> HistoryStore:
+    """--perf-history with --perf-plan: the store, for its stored times only (no run is written)."""
+    from pytest_llmperf.history.store import HistoryError, HistoryStore
+
+    assert settings.history is not None
+    try:
+        return HistoryStore.open(settings.history)
+    except HistoryError as exc:
+        raise pytest.UsageError(str(exc)) from None

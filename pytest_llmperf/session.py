@@ -27,6 +27,7 @@ from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_llmperf.history.recorder import HistoryRecorder
+    from pytest_llmperf.history.store import HistoryStore
     from pytest_llmperf.history.timing import StoredTimes
     from pytest_llmperf.load.dataset import Dataset
     from pytest_llmperf.load.workload import Workload
@@ -71,6 +72,8 @@ class LLMPerfSession:
     measured_ahead: dict[tuple[str, int], MeasuredPoint] = field(default_factory=dict)
     #: --perf-history: the run's writer to the store (None without one).
     history: HistoryRecorder | None = None
+    #: --perf-history with --perf-plan: the store, read for its stored times only.
+    plan_store: HistoryStore | None = None
     #: What the end of the run says about goldens or the history (an interrupted update).
     end_notes: list[str] = field(default_factory=list)
 
@@ -139,7 +142,8 @@ class LLMPerfSession:
 
     def stored_times(self) -> dict[str, StoredTimes]:
         """Per selected profile, what its earlier runs took (--perf-history; {} without)."""
-        if self.history is None:
+        store = self.history.store if self.history is not None else self.plan_store
+        if store is None:
             return {}
         from pytest_llmperf.history.store import HistoryError
         from pytest_llmperf.history.timing import stored_times
@@ -147,9 +151,7 @@ class LLMPerfSession:
         out = {}
         for profile in self.selected:
             try:
-                found = stored_times(
-                    self.history.store, profile.name, recording=self.settings.update
-                )
+                found = stored_times(store, profile.name, recording=self.settings.update)
             except HistoryError:
                 return {}  # the plan falls back on the goldens; the run itself will say more
             if found is not None:
