@@ -109,9 +109,10 @@
       ctx.fillRect(a, Math.min(Y(s.g[i]), Y(edge)), b - a, Math.abs(Y(edge) - Y(s.g[i])));
     }
     // Golden recordings and fingerprint changes.
-    s.rec.forEach(function (r) {
+    s.rec.forEach(function (r) {  // just before the first night after the recording
+      var x = Math.max(X(r[0]) - 3, L);
       ctx.strokeStyle = "#0969da"; ctx.setLineDash([2, 3]);
-      ctx.beginPath(); ctx.moveTo(X(r[0]), T); ctx.lineTo(X(r[0]), h - B); ctx.stroke(); ctx.setLineDash([]);
+      ctx.beginPath(); ctx.moveTo(x, T); ctx.lineTo(x, h - B); ctx.stroke(); ctx.setLineDash([]);
     });
     ctx.fillStyle = "#8250df";
     s.marks.forEach(function (m) {
@@ -159,7 +160,7 @@
       NAMES[s.v[best]] + (s.g[best] !== null ? " against golden " + fmt(s.g[best], s.unit) : "")
     ];
     s.marks.forEach(function (m) { if (m[0] === s.x[best]) lines.push("changed: " + m[1]); });
-    s.rec.forEach(function (m) { if (m[0] === s.x[best]) lines.push("golden recorded (" + m[1] + ")"); });
+    s.rec.forEach(function (m) { if (m[0] === s.x[best]) lines.push("first night after a golden recording (" + m[1] + ")"); });
     s.cps.forEach(function (c) { if (c[0] === s.x[best]) lines.push("change point: " + pct(c[1]) + " (" + pct(c[2][0]) + " to " + pct(c[2][1]) + ")"); });
     tip.textContent = lines.filter(Boolean).join("\n");
     tip.style.display = "block";

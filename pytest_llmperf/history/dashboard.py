@@ -54,11 +54,13 @@ def _series_data(
             [run_index[report["first_bad_run"]], round(report["change"], 5),
              [round(v, 5) for v in report["interval"]], report["worse"]]
         )  # fmt: skip
-    recorded = [
-        [run_index[run_id], why]
-        for run_id, keys, why in events.get(series.profile, [])
-        if series.key in keys and run_id in run_index
-    ]
+    # A recording (a --perf-update run, not a night) is shown at the first night after it.
+    recorded = []
+    for run_id, keys, why in events.get(series.profile, []):
+        if series.key in keys and run_id in run_index:
+            after = [x for x in xs if x >= run_index[run_id]]
+            if after:
+                recorded.append([after[0], why])
     return {
         "profile": series.profile,
         "key": series.key,

@@ -37,8 +37,7 @@ def stored_series(
         r
         for r in store.series_rows(point.profile, point.key)
         if r["run_id"] != run_id and (hardware_key is None or r["hardware_key"] == hardware_key)
-        and r["mode"] != "update"
-    ]  # fmt: skip
+    ]
     found = build(rows)
     return found[0] if found else None
 

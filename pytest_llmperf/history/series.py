@@ -231,9 +231,12 @@ def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def build(rows: Iterable[dict[str, Any]]) -> list[Series]:
     """Series from the store's rows (:meth:`HistoryStore.series_rows`), one per (profile, key),
-    each night once (the latest write of a point wins), nights without a value left out."""
+    each night once (the latest write of a point wins), nights without a value and recordings
+    (--perf-update runs) left out."""
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
+        if row.get("mode") == "update":
+            continue  # a recording is the golden's, not a night of the series
         grouped.setdefault((row["profile"], row["key"]), []).append(row)
     out = []
     for (profile, key), group in grouped.items():

@@ -38,7 +38,8 @@ def llama_profile():
 def llama_url(llama_profile, tmp_path):
     """A llama-server of the shipped profile, started outside the plugin, ready; killed after."""
     port = free_port("127.0.0.1")
-    command = build_command(llama_profile, "127.0.0.1", port, tmp_path)
+    # --metrics: its Prometheus counters, which the plugin reads around each point.
+    command = [*build_command(llama_profile, "127.0.0.1", port, tmp_path), "--metrics"]
     server = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -106,6 +107,10 @@ def test_real_engine_counts_validity_and_verdict_against_its_golden(
         assert point["verdict"] in ("PASS", "WARN", "IMPROVED"), point["message"]
         assert point["problems"] == [] and point["golden"]["n"] >= 3
         print(point["message"])
+        # The server's own count of what it generated over the point's runs (warm-up included).
+        counters = point["server_counters"]
+        generated = sum(run["output_tokens"] for run in point["runs"])
+        assert counters["generated_tokens"] >= generated and counters["prompt_tokens"] > 0
         for run in point["runs"]:
             assert run["failed_requests"] == 0
             # Every request: exactly output_len tokens
