@@ -58,9 +58,9 @@ def _series_data(
     recorded = []
     for run_id, keys, why in events.get(series.profile, []):
         if series.key in keys and run_id in run_index:
-            after = [x for x in xs if x >= run_index[run_id]]
-            if after:
-                recorded.append([after[0], why])
+            later = [x for x in xs if x >= run_index[run_id]]
+            if later:
+                recorded.append([later[0], why])
     return {
         "profile": series.profile,
         "key": series.key,
