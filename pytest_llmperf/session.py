@@ -247,7 +247,7 @@ class LLMPerfSession:
         from pytest_llmperf.render import write
 
         interrupted = exit_status == pytest.ExitCode.INTERRUPTED
-        if self.pending and interrupted:
+        if self.settings.update and interrupted:
             kept = sum(len(f.points) for f in self.pending.values())
             self.end_notes.append(
                 f"interrupted: no golden was changed (all or nothing); the {kept} points "

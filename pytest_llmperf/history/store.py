@@ -141,6 +141,10 @@ class HistoryStore:
         from pytest_llmperf.history import schema
 
         with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                # Two runners opening a new store at once: one creates it, the other waits and
+                # finds it made (SQLite's BEGIN IMMEDIATE already serialises this).
+                conn.exec_driver_sql("SELECT pg_advisory_xact_lock(74201171)")
             version = _stored_version(conn)
             if version is None:
                 schema.metadata.create_all(conn)

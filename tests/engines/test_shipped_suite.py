@@ -7,7 +7,8 @@ launches of these servers differ by up to 20 % (a real difference between launch
 golden pooled over launches absorbs, but not one recording), and this test is about the suite,
 not about a CPU's launch-to-launch spread.
 
-A short form: one level (C = 1) and three runs a point, so CI spends minutes, not an hour.
+A short form: one level (C = 1) and five recorded runs a point, so CI spends minutes, not an
+hour.
 The prefill test sends 2,048-token prompts, longer than either server's context per request:
 it is skipped with the reason, before measuring."""
 
@@ -63,9 +64,10 @@ def run_the_suite(pytester: pytest.Pytester, name: str, url: str) -> None:
         "-p",
         "no:cacheprovider",
     ]
-    # Three runs a point (the profile's own count where it asks for more): a short form.
+    # Five runs a point: a golden of three leaves the check's t-bound so wide on 2 shared cores
+    # that it tops up to 10 runs a point (seen: 338 s of CI for this one profile).
     recorded = pytester.runpytest_subprocess(
-        *args, "--perf-update", "--perf-update-runs", "3", "--junitxml", "junit.xml", timeout=900
+        *args, "--perf-update", "--perf-update-runs", "5", "--junitxml", "junit.xml", timeout=900
     )
     output = recorded.stdout.str()
     assert recorded.ret == 0, output[-4000:]

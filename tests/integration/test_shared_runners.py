@@ -277,6 +277,8 @@ def test_the_open_file_limit_is_checked_and_raised_before_measuring(pytester, so
 
 
 def test_a_server_left_behind_by_a_killed_run_is_named_and_left_alone(pytester):
+    """The watchdog stops a server whose pytest died; when the watchdog died too (a whole
+    container or process tree killed), the next run names what was left behind."""
     marker = write_profiles(pytester, concurrency="[1]", runs=50, output_len=64)
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     killed = subprocess.Popen(
@@ -289,9 +291,14 @@ def test_a_server_left_behind_by_a_killed_run_is_named_and_left_alone(pytester):
             assert time.monotonic() < deadline, "the server was never recorded"
             time.sleep(0.2)
         time.sleep(0.5)
-        killed.send_signal(signal.SIGKILL)  # no teardown: the server is orphaned
-        killed.wait(10)
+        # A kill that takes the launch's watchdog too (servers/watchdog.py; alone, it would stop
+        # the server): no teardown, and the server is orphaned.
         (orphan,) = processes_with(marker)
+        for watchdog in processes_with(f"pytest_llmperf.servers.watchdog {orphan.pid} "):
+            watchdog.kill()
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(10)
+        assert processes_with(marker) == [orphan]
         result = pytester.runpytest("--co", "-q")
         result.stdout.fnmatch_lines(
             ["*servers launched by an earlier run of pytest-llmperf are still running*",
