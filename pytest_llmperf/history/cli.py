@@ -124,6 +124,14 @@ def main(args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     from pytest_llmperf.history.store import HistoryError, HistoryStore, read_spool
 
+    if "://" not in args.store and not Path(args.store).exists() and not args.load_spool:
+        # Reading a mistyped path would create an empty store and show nothing.
+        print(
+            f"error: no history store at {args.store}; runs write one with "
+            f"pytest --perf-history {args.store}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         store = HistoryStore.open(args.store)
         if args.load_spool:

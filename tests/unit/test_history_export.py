@@ -65,3 +65,9 @@ def test_the_cli_export_and_errors(store, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "choose one of otava, bmf, github-action-benchmark" in err
     assert "no run with an id starting 'nope'" in err
+
+
+def test_the_cli_does_not_create_a_store_it_was_asked_to_read(tmp_path, capsys):
+    assert main(["history", str(tmp_path / "typo.db")]) == 2
+    assert not (tmp_path / "typo.db").exists()
+    assert "no history store at" in capsys.readouterr().err
