@@ -94,9 +94,7 @@ class LLMPerfSession:
     def store(self, point: Point) -> None:
         """(Again:) the point as it stands, with more runs or its verdict, into the history."""
         if self.history is not None and point.values:
-            counters = point.counters if isinstance(point, MeasuredPoint) else None
-            wall = point.wall_s if isinstance(point, MeasuredPoint) else None
-            self.history.point(point, counters=counters, wall_s=wall)
+            self.history.point(point)
 
     def server_started(
         self, name: str, handle: ServerHandle, fingerprint: Fingerprint, load_s: float | None = None
@@ -104,8 +102,7 @@ class LLMPerfSession:
         self.servers[name] = handle
         self.fingerprints[name] = fingerprint
         if self.history is not None:
-            engine = self.profile(name).engine if any(p.name == name for p in self.selected) else ""
-            self.history.profile(name, fingerprint, engine, load_s)
+            self.history.profile(name, fingerprint, handle.profile.engine, load_s)
 
     def measured_with(self, point: MeasuredPoint, workload: Workload) -> None:
         """More runs of ``point`` (stages, top-ups, another test's checks) use this workload."""
@@ -279,7 +276,6 @@ class LLMPerfSession:
         """Each point's ``history`` (stored runs, change points) where its check did not judge
         one (--perf-measure, --perf-update, a MISSING golden); golden recordings as events."""
         from pytest_llmperf.history import gate
-        from pytest_llmperf.history.store import HistoryError
 
         recorder = self.history
         assert recorder is not None
@@ -290,14 +286,8 @@ class LLMPerfSession:
             if point.history is not None or not point.values:
                 continue
             fingerprint = self.fingerprints.get(point.profile)
-            hardware = fingerprint.hardware_key if fingerprint else None
-            try:
-                stored = gate.stored_series(recorder.store, point, recorder.run_id, hardware)
-            except HistoryError as exc:
-                recorder.failure = recorder.failure or str(exc)
-                return
-            series = gate.with_tonight(stored, point, recorder.run_id, recorder.started_at)
-            point.history = gate.summary(series, None) if series.nights else None
+            series = recorder.series_of(point, fingerprint.hardware_key if fingerprint else None)
+            point.history = gate.summary(series, None) if series is not None else None
 
     def _write_goldens(self) -> bool:
         """All queued goldens, or none when any golden this run touched is unusable; whether

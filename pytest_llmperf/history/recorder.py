@@ -32,6 +32,7 @@ from pytest_llmperf.history.store import HistoryError, HistoryStore, append_spoo
 
 if TYPE_CHECKING:
     from pytest_llmperf.golden.fingerprint import Fingerprint
+    from pytest_llmperf.history.series import Series
 
 #: Every figure a run has, stored per run of a point (its accept length too).
 RUN_FIGURES = (*METRICS, "accept_length")
@@ -182,9 +183,10 @@ class HistoryRecorder:
         if load_s is not None:
             self.timing(name, "load", name, load_s)
 
-    def point(
-        self, point: Point, *, counters: dict[str, float] | None = None, wall_s: float | None = None
-    ) -> None:
+    def point(self, point: Point) -> None:
+        """The point as it stands (its runs so far, its verdict once judged)."""
+        counters = point.counters if isinstance(point, MeasuredPoint) else None
+        wall_s = point.wall_s if isinstance(point, MeasuredPoint) else None
         self.write(
             {
                 "kind": "point",
@@ -207,6 +209,21 @@ class HistoryRecorder:
                 "samples": run_figures(point),
             }
         )
+
+    def series_of(self, point: Point, hardware_key: str | None) -> Series | None:
+        """The point's stored nights on this hardware with tonight's appended; None when there
+        is nothing to read, or the store has failed (noted once; the run goes on without)."""
+        from pytest_llmperf.history import gate
+
+        if self.failure is not None:
+            return None
+        try:
+            stored = gate.stored_series(self.store, point, self.run_id, hardware_key)
+        except HistoryError as exc:
+            self.failure = str(exc)
+            return None
+        series = gate.with_tonight(stored, point, self.run_id, self.started_at)
+        return series if series.nights else None
 
     def golden_recorded(self, profile: str, path: Path, keys: Sequence[str], why: str) -> None:
         self.write(

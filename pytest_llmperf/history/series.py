@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any
 
 from pytest_llmperf.history.changepoints import ChangePoint, detect, drift_onset
@@ -55,10 +56,6 @@ class Night:
     def date(self) -> str:
         return datetime.fromtimestamp(self.started_at, timezone.utc).strftime("%Y-%m-%d %H:%M")
 
-    def describe(self) -> str:
-        commit = f", commit {self.commit[:10]}" if self.commit else ""
-        return f"run {self.run_id} ({self.date} UTC{commit})"
-
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Night:
         golden = row.get("golden") or {}
@@ -90,9 +87,14 @@ class Series:
         return [n.log_mean(self.lower_is_better) for n in self.nights]
 
     def change_points(self) -> list[ChangePoint]:
+        return list(self._change_points)
+
+    @cached_property
+    def _change_points(self) -> tuple[ChangePoint, ...]:
+        # Found once per series: the spread, the open change, the report all read them.
         if len(self.nights) < MIN_NIGHTS:
-            return []
-        return detect(self.logs, min_magnitude=MIN_MAGNITUDE)
+            return ()
+        return tuple(detect(self.logs, min_magnitude=MIN_MAGNITUDE))
 
     def spread(self) -> tuple[float, int] | None:
         """The night-to-night sd of the log means since the last change point (at most

@@ -317,6 +317,46 @@ class HistoryStore:
             row["values"] = by_point.get(row["id"], [])
         return rows
 
+    def wall_times(
+        self, profile: str, modes: tuple[str, ...], latest: int
+    ) -> tuple[list[str], list[tuple[str, int, str, float]], list[float]]:
+        """For the profile's ``latest`` complete runs of ``modes``, newest first: their ids,
+        each point's (run, C, key, server time) and each server load's seconds."""
+        from sqlalchemy import select
+
+        from pytest_llmperf.history import schema as s
+
+        runs = (
+            select(s.runs.c.run_id)
+            .where(s.runs.c.mode.in_(modes), s.runs.c.complete.is_(True))
+            .where(
+                s.runs.c.run_id.in_(select(s.points.c.run_id).where(s.points.c.profile == profile))
+            )
+            .order_by(s.runs.c.started_at.desc())
+            .limit(latest)
+        )
+        with self._guard("read its stored times"), self.engine.connect() as conn:
+            ids = [row[0] for row in conn.execute(runs)]
+            if not ids:
+                return [], [], []
+            p = s.points.c
+            points = conn.execute(
+                select(p.run_id, p.concurrency, p.key, p.wall_s).where(
+                    p.profile == profile, p.run_id.in_(ids), p.wall_s.is_not(None)
+                )
+            ).all()
+            t = s.timings.c
+            loads = (
+                conn.execute(
+                    select(t.seconds).where(
+                        t.profile == profile, t.phase == "load", t.run_id.in_(ids)
+                    )
+                )
+                .scalars()
+                .all()
+            )
+        return ids, [tuple(row) for row in points], list(loads)
+
     def events(self) -> list[dict[str, Any]]:
         from sqlalchemy import select
 
