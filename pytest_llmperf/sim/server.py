@@ -415,19 +415,24 @@ class SimServer:
     ) -> web.StreamResponse:
         """Send ``events``, then ``[DONE]``; a failed request sends its error event instead of
         the rest. A client that went away mid-stream (the plugin cuts requests at a window's
-        close) ends the stream quietly: the request is aborted as SGLang aborts it."""
-        resp = await start_stream(request)
+        close) ends the stream quietly, before its headers too: the request is aborted as
+        SGLang aborts it."""
+        resp = web.StreamResponse()
+        released = False
         try:
+            resp = await start_stream(request)
             try:
                 async for data in events:
                     await resp.write(data)
             except RequestFailed as exc:
                 await resp.write(event({"error": {"message": str(exc), **error_fields}}))
             finally:
+                released = True
                 self._release(req)
             await resp.write(b"data: [DONE]\n\n")
         except ConnectionResetError:  # aiohttp's ClientConnectionResetError
-            pass
+            if not released:  # gone before its headers were sent
+                self._release(req)
         return resp
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
