@@ -33,7 +33,12 @@ import pytest
 from pytest_llmperf import preflight
 from pytest_llmperf.fixtures import markers
 from pytest_llmperf.profiles import Profile
-from pytest_llmperf.selection import measurement_params, select_profiles, speedup_params
+from pytest_llmperf.selection import (
+    measurement_params,
+    rate_params,
+    select_profiles,
+    speedup_params,
+)
 from pytest_llmperf.session import SESSION_KEY, LLMPerfSession
 from pytest_llmperf.settings import Settings, add_options
 
@@ -152,6 +157,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         # Said once, as a usage error when collection ends (pytest_collection_finish), not as a
         # collection error with pytest's traceback per test file.
         session.unprofiled_tests.append(metafunc.definition.nodeid)
+        return
+    if "llm_request_rate" in metafunc.fixturenames:
+        values, ids = rate_params(session.selected)
+        metafunc.parametrize(
+            ("llm_profile", "llm_request_rate"), values, indirect=["llm_profile"],
+            scope="session", ids=ids,
+        )  # fmt: skip
         return
     with_levels = "llm_concurrency" in metafunc.fixturenames
     levels = markers.MarkerOptions.from_item(metafunc.definition).concurrency
@@ -319,7 +331,7 @@ def pytest_terminal_summary(
     session = config.stash.get(SESSION_KEY, None)
     if session is None:
         return
-    if session.points:
+    if session.points or session.capacities:
         _write_summary(terminalreporter, session, exitstatus)
     for failure in session.output_failures:
         terminalreporter.write_line(f"llmperf: NOT WRITTEN: {failure}", red=True)
@@ -335,11 +347,26 @@ def _write_summary(
     results = session.results(
         whole_suite=session.whole_suite and exitstatus != pytest.ExitCode.INTERRUPTED
     )
-    terminalreporter.write_sep("=", "llmperf: output throughput per concurrency")
-    for line in terminal.table_lines(results.points):
-        terminalreporter.write_line(line)
+    closed = [p for p in results.points if p.rate is None]
+    rates = [p for p in results.points if p.rate is not None]
+    if closed:
+        terminalreporter.write_sep("=", "llmperf: output throughput per concurrency")
+        for line in terminal.table_lines(closed):
+            terminalreporter.write_line(line)
+    if rates:
+        from pytest_llmperf.render.rates import rate_table_lines
+
+        terminalreporter.write_sep("=", "llmperf: latency per request rate (open loop)")
+        for line in rate_table_lines(rates):
+            terminalreporter.write_line(line)
     for line in terminal.speculative_lines(results):
         terminalreporter.write_line(line)
+    if results.capacities:
+        from pytest_llmperf.render.rates import capacity_lines
+
+        bases = {p.name: p.base_profile for p in session.selected}
+        for line in capacity_lines(results.capacities, bases):
+            terminalreporter.write_line(line)
     verbose = terminalreporter.config.get_verbosity() > 0
     for line, color in terminal.verdict_lines(results, verbose=verbose):
         terminalreporter.write_line(line, **({color: True} if color else {}))

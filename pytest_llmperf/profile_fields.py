@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_llmperf.core.lengths import Lengths, LengthsError, parse_lengths
 from pytest_llmperf.core.metrics import SLO_KEYS
+from pytest_llmperf.core.schedule import ARRIVALS
 from pytest_llmperf.errors import ProfileError
 
 APIS = ("sglang", "openai", "chat")
@@ -66,6 +67,25 @@ FIELD_CHECKS: dict[str, tuple[Callable[[Any], Any], str]] = {
         ),
         "a non-empty list of distinct positive integers, e.g. [1, 2, 5, 10]",
     ),
+    "request_rate": (
+        lambda v: (
+            isinstance(v, list) and all(is_number(r) and r > 0 for r in v) and len(set(v)) == len(v)
+        ),
+        "a list of distinct arrival rates in requests/s, e.g. [0.5, 1, 2, 5]",
+    ),
+    "arrival": (
+        lambda v: v in ARRIVALS,
+        '"poisson" (the default), "gamma" (with `burstiness`) or "constant"',
+    ),
+    "burstiness": (lambda v: is_number(v) and v > 0, "a number > 0 (1 is Poisson, < 1 burstier)"),
+    "max_concurrency": (
+        lambda v: v is None or is_pos_int(v),
+        "a positive integer: at most this many requests in flight at a rate level",
+    ),
+    "slo_percentile": (
+        lambda v: is_number(v) and 0 < v <= 100,
+        "a percentile in (0, 100], e.g. 99",
+    ),
     "runs": (is_pos_int, "a positive integer"),
     "min_requests": (is_pos_int, "a positive integer"),
     "window_s": (
@@ -101,6 +121,9 @@ CONVERSIONS: dict[str, Callable[[Any], Any]] = {
     "extra_body": dict,
     "command": lambda v: tuple(v) if v is not None else None,
     "concurrency": tuple,
+    "request_rate": lambda v: tuple(float(r) for r in v),
+    "burstiness": float,
+    "slo_percentile": float,
     "token_id_range": lambda v: tuple(v) if v else None,
     "slo": lambda v: {k: float(x) for k, x in v.items()},
     "window_s": lambda v: float(v) if v is not None else None,
@@ -262,6 +285,19 @@ FIELD_HELP: dict[str, str] = {
         "(`/v1/chat/completions`)"
     ),
     "concurrency": ("levels"),
+    "request_rate": (
+        "open-loop rate levels in requests/s for `llm_request_rate` tests (arrivals on a seeded "
+        "schedule, latency from the arrival; see *Open-loop load*)"
+    ),
+    "arrival": ('how requests arrive at a rate level: `"poisson"`, `"gamma"` or `"constant"`'),
+    "burstiness": ('`arrival = "gamma"`: the shape; 1 is Poisson, below 1 burstier'),
+    "max_concurrency": (
+        "at a rate level, at most this many requests in flight; later arrivals wait for a slot "
+        "(their wait is queue time, part of their TTFT from the arrival)"
+    ),
+    "slo_percentile": (
+        "the percentile at which a rate level must meet every `slo` limit (the capacity search)"
+    ),
     "runs": (
         "measured runs per level before the verdict may ask for more; 2 when the golden is "
         "precise enough that 2 decide (see *Golden baselines and verdicts*)"

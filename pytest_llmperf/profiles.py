@@ -23,13 +23,16 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf import engines
 from pytest_llmperf import profile_fields as fields
 from pytest_llmperf.core.lengths import Lengths
 from pytest_llmperf.engines import Engine
 from pytest_llmperf.errors import ProfileError
+
+if TYPE_CHECKING:
+    from pytest_llmperf.core.schedule import Arrivals
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -83,6 +86,11 @@ DEFAULTS: dict[str, Any] = {
     "differs_from_base": None,
     "gpu_wait_s": 0.0,
     "api_key_env": None,
+    "request_rate": [],
+    "arrival": "poisson",
+    "burstiness": 1.0,
+    "max_concurrency": None,
+    "slo_percentile": 99.0,
 }
 PROFILE_FIELDS = ("extends", *DEFAULTS)
 
@@ -160,6 +168,15 @@ class Profile:
     #: The environment variable whose value the client sends as ``Authorization: Bearer``
     #: (None: the value of ``--api-key`` in ``args``, if any).
     api_key_env: str | None = None
+    #: Open-loop rate levels, requests/s (``llm_request_rate``; see load/openloop.py).
+    request_rate: tuple[float, ...] = ()
+    #: How requests arrive at a rate level: "poisson", "gamma" (with ``burstiness``), "constant".
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    #: Open loop: at most this many requests in flight; later arrivals wait for a slot.
+    max_concurrency: int | None = None
+    #: The percentile at which a rate level must meet every ``slo`` limit (capacity search).
+    slo_percentile: float = 99.0
     extends: str | None = None
     #: Set on the second copy of a base profile under --perf-aba (A/B/A): its points are
     #: measured for the drift between the two base measurements, not gated.
@@ -168,6 +185,12 @@ class Profile:
     def requests_per_run(self, concurrency: int) -> int:
         """N = max(floor, 4·C): enough waves that the ramp-down tail stays small."""
         return max(self.min_requests, 4 * concurrency)
+
+    def arrivals(self, rate: float) -> Arrivals:
+        """How requests arrive at rate level ``rate``."""
+        from pytest_llmperf.core.schedule import Arrivals
+
+        return Arrivals(rate, self.arrival, self.burstiness)
 
     def measured_over(self, concurrency: int) -> dict[str, Any]:
         """What a run is measured over, for the golden's workload fingerprint: N whole requests,
@@ -390,6 +413,7 @@ def _as_fields(profile: Profile) -> dict[str, Any]:
     fields["speculative"] = profile.speculative_setting
     fields["args"] = list(profile.args)
     fields["concurrency"] = list(profile.concurrency)
+    fields["request_rate"] = list(profile.request_rate)
     fields["env"] = dict(profile.env)
     fields["extra_body"] = dict(profile.extra_body)
     fields["output_len"] = profile.output_spec.describe()

@@ -43,6 +43,8 @@ def select_profiles(settings: Settings) -> tuple[ProfileSet | None, list[Profile
         )
     if settings.concurrency is not None:
         selected = [replace(p, concurrency=settings.concurrency) for p in selected]
+    if settings.request_rate is not None:
+        selected = [replace(p, request_rate=settings.request_rate) for p in selected]
     if settings.aba:
         selected = with_aba_copies(selected)
     return profiles, selected
@@ -83,6 +85,20 @@ def speedup_params(profiles: ProfileSet | None, selected: list[Profile]) -> list
         f"; select a pair, e.g. --llm-profile={pairs[0]}" if pairs else ""
     )
     return [pytest.param(None, id="no-pair", marks=pytest.mark.skip(reason=reason))]
+
+
+def rate_params(selected: list[Profile]) -> tuple[list[Any], list[str]]:
+    """Values and ids for a test's ``llm_profile`` and ``llm_request_rate`` parameters: each
+    selected profile at each of its rate levels (``request_rate``)."""
+    pairs = [(p.name, r) for p in selected for r in p.request_rate]
+    if not pairs:
+        names = ", ".join(p.name for p in selected)
+        reason = (
+            f"no rate levels: the selected profiles ({names}) have no request_rate; give them "
+            "one in profiles.toml or pass --llm-request-rate R[,R...]"
+        )
+        return [pytest.param(None, None, marks=pytest.mark.skip(reason=reason))], ["no-rate"]
+    return list(pairs), [f"{name}-R{r:g}" for name, r in pairs]
 
 
 def measurement_params(

@@ -26,6 +26,7 @@ from pytest_llmperf.profiles import Profile, ProfileSet
 from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
+    from pytest_llmperf.core.capacity import CapacityPoint
     from pytest_llmperf.history.recorder import HistoryRecorder
     from pytest_llmperf.history.store import HistoryStore
     from pytest_llmperf.history.timing import StoredTimes
@@ -44,6 +45,8 @@ class LLMPerfSession:
     points: list[MeasuredPoint] = field(default_factory=list)
     # The speculative speedup gate's points
     speedups: list[SpeedupPoint] = field(default_factory=list)
+    #: Capacities under the SLO (llmperf.capacity); not stored in the history.
+    capacities: list[CapacityPoint] = field(default_factory=list)
     servers: dict[str, ServerHandle] = field(default_factory=dict)
     fingerprints: dict[str, Fingerprint] = field(default_factory=dict)
     goldens: dict[Path, GoldenFile | None] = field(default_factory=dict)
@@ -86,6 +89,9 @@ class LLMPerfSession:
         if not any(p is point for p in self.points):
             self.points.append(point)
         self.store(point)
+
+    def record_capacity(self, point: CapacityPoint) -> None:
+        self.capacities.append(point)
 
     def record_speedup(self, point: SpeedupPoint) -> None:
         self.speedups.append(point)
@@ -181,7 +187,7 @@ class LLMPerfSession:
 
     def unused_goldens(self) -> list[str]:
         """Recorded points of the selected profiles that no test measured in this run."""
-        measured = {(p.profile, p.key) for p in [*self.points, *self.speedups]}
+        measured = {(p.profile, p.key) for p in [*self.points, *self.speedups, *self.capacities]}
         unused = []
         for profile in self.servers:
             path = self.golden_file(profile)
@@ -220,6 +226,7 @@ class LLMPerfSession:
         return Results(
             points=list(self.points),
             speedups=list(self.speedups),
+            capacities=list(self.capacities),
             analyses=self.analyses(),
             golden_notes=list(self.golden_notes),
             # Not when levels were restricted: their other levels are expected to go unused.

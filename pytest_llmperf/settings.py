@@ -6,6 +6,7 @@ invalid values raise ``pytest.UsageError`` naming the option and what is allowed
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -56,6 +57,13 @@ OPTIONS = tuple(
             "llmperf_concurrency",
             "Override every profile's concurrency levels, e.g. 1,2,5.",
             "C[,C...]",
+            None,
+        ),
+        (
+            "--llm-request-rate",
+            "llmperf_request_rate",
+            "Override every profile's open-loop rate levels (requests/s), e.g. 0.5,1,2,5.",
+            "R[,R...]",
             None,
         ),
         (
@@ -246,6 +254,7 @@ class Settings:
     profile_names: tuple[str, ...] = ()  # empty: use the file's default
     server_url: str | None = None
     concurrency: tuple[int, ...] | None = None
+    request_rate: tuple[float, ...] | None = None
     json_path: Path | None = None
     run_dir_root: Path = Path(_default("llmperf_run_dir"))
     transport: str = _default("llmperf_client_transport")
@@ -324,6 +333,7 @@ class Settings:
             profile_names=tuple(dict.fromkeys(names)),
             server_url=value("llmperf_server_url")[0],
             concurrency=_parse_concurrency(value("llmperf_concurrency")[0]),
+            request_rate=_parse_rates(value("llmperf_request_rate")[0]),
             json_path=path("llmperf_json"),
             run_dir_root=run_dir_root,
             transport=_parse_choice(
@@ -377,6 +387,30 @@ def _parse_concurrency(raw: str | None) -> tuple[int, ...] | None:
             "--llm-concurrency: no levels given. Example: --llm-concurrency 1,2,5"
         )
     return tuple(dict.fromkeys(levels))
+
+
+def _parse_rates(raw: str | None) -> tuple[float, ...] | None:
+    if raw is None:
+        return None
+    rates: list[float] = []
+    for part in re.split(r"[,\s]+", raw.strip()):
+        if not part:
+            continue
+        try:
+            rate = float(part)
+        except ValueError:
+            rate = math.nan
+        if not (math.isfinite(rate) and rate > 0):
+            raise pytest.UsageError(
+                f"--llm-request-rate: {part!r} is not a positive number of requests/s. "
+                "Example: --llm-request-rate 0.5,1,2,5"
+            )
+        rates.append(rate)
+    if not rates:
+        raise pytest.UsageError(
+            "--llm-request-rate: no rates given. Example: --llm-request-rate 0.5,1,2,5"
+        )
+    return tuple(dict.fromkeys(rates))
 
 
 def _parse_choice(option: str, raw: str | None, choices: tuple[str, ...]) -> str:

@@ -272,6 +272,15 @@ class RunMetrics:
     cached_tokens: int | None = None
     #: Requests per second that met every SLO of the profile (None: the profile has none).
     goodput_req_s: float | None = None
+    #: An open-loop run's own figures (see :mod:`pytest_llmperf.core.openmetrics`), and its
+    #: schedule: arrival offsets in seconds from the run's start.
+    open_loop: dict[str, Any] | None = None
+    schedule: list[float] | None = None
+
+    @property
+    def sustainable(self) -> bool:
+        """False for an open-loop run whose server could not keep up with the arrivals."""
+        return self.open_loop is None or bool(self.open_loop.get("sustainable", True))
 
     @property
     def valid(self) -> bool:
@@ -301,6 +310,10 @@ def summarize_run(
 
 
 def _summarize(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
+    if run.open_loop is not None and run.window is not None:
+        from pytest_llmperf.core.openmetrics import summarize_open
+
+        return summarize_open(run, expected_tokens)
     if run.window is not None:
         return _summarize_window(run, run.window, expected_tokens)
     records = run.records
@@ -478,8 +491,10 @@ SLO_KEYS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
 
 def meets_slo(rec: RequestRecord, slo: Mapping[str, float], per_chunk: float | None = None) -> bool:
     """Whether one finished request met every limit: its TTFT, its 99th-percentile per-token
-    ITL (at most 1 % of its tokens later than ``itl_s``), its TPOT, its e2e latency."""
-    first = rec.ttft
+    ITL (at most 1 % of its tokens later than ``itl_s``), its TPOT, its e2e latency; in an open
+    loop TTFT and e2e count from the scheduled arrival, as the user waits."""
+    origin = rec.arrival or rec.start
+    first = rec.chunk_times[0] - origin if rec.chunk_times else None
     if "ttft_s" in slo and (first is None or first > slo["ttft_s"]):
         return False
     if "itl_s" in slo:
@@ -490,7 +505,7 @@ def meets_slo(rec: RequestRecord, slo: Mapping[str, float], per_chunk: float | N
         t = tpot(rec)
         if t is not None and t > slo["tpot_s"]:
             return False
-    return not ("e2e_s" in slo and rec.e2e > slo["e2e_s"])
+    return not ("e2e_s" in slo and rec.end - origin > slo["e2e_s"])
 
 
 def goodput(run: RunRecords, slo: Mapping[str, float]) -> float:

@@ -30,6 +30,9 @@ class NodeId:
         name = self.function
         return name[5:] if name.startswith("test_") else name
 
-    def point_key(self, concurrency: int) -> str:
-        """``perf_suites/test_x.py::test_tput[C=70]``: a golden point's key."""
+    def point_key(self, concurrency: int, rate: float | None = None) -> str:
+        """``perf_suites/test_x.py::test_tput[C=70]``: a golden point's key (``…[R=5]`` at an
+        open-loop rate level of 5 requests/s)."""
+        if rate is not None:
+            return f"{self.without_params}[R={rate:g}]"
         return f"{self.without_params}[C={concurrency}]"

@@ -37,6 +37,9 @@ class Point:
     test: str  # the pytest node id of the test that made the point
     concurrency: int
     metric: str
+    #: An open-loop rate level's requests/s (``concurrency`` is then its ``max_concurrency``
+    #: cap, 0 without one); None in a closed loop.
+    rate: float | None = None
     #: The workload definition, a hard fingerprint key of the point's golden.
     workload: dict[str, Any] = field(default_factory=dict)
     #: Set by the check; None while the point is only measured.
@@ -66,19 +69,28 @@ class Point:
     def key(self) -> str:
         """The point's key in its golden file: ``…[C=70]``, and ``…[C=70] ttft_p99_s`` for a
         gated figure other than throughput."""
-        key = self.node.point_key(self.concurrency)
+        key = self.node.point_key(self.concurrency, self.rate)
         return key if self.gated_from is None else f"{key} {self.metric}"
 
     @property
     def lower_is_better(self) -> bool:
         return lower_is_better(self.metric)
 
+    def extra_golden_fields(self) -> dict[str, Any]:
+        """Fields its golden point keeps besides the runs (a capacity's bracket)."""
+        return {}
+
     @property
     def label(self) -> str:
         """How messages name the point: ``eagle3 C=70`` (``eagle3 C=70 ttft_p99_s`` for a
         second figure checked on the same runs)."""
         extra = f" {self.metric}" if self.gated_from is not None else ""
-        return f"{self.profile} C={self.concurrency}{extra}"
+        return f"{self.profile} {self.level}{extra}"
+
+    @property
+    def level(self) -> str:
+        """``C=70``, or ``5 req/s`` at an open-loop rate level."""
+        return f"{self.rate:g} req/s" if self.rate is not None else f"C={self.concurrency}"
 
     @property
     def unit(self) -> str:
@@ -152,6 +164,19 @@ class MeasuredPoint(Point):
         twin.runs = self.runs
         return twin
 
+    @property
+    def sustainable(self) -> bool:
+        """False when the server could not keep up with a rate level's arrivals in some run."""
+        return all(r.sustainable for r in self.runs)
+
+    @property
+    def saturation(self) -> str | None:
+        """Why a rate level was not sustainable (the first run that said so)."""
+        return next(
+            (r.open_loop.get("saturation") for r in self.runs if r.open_loop and not r.sustainable),
+            None,
+        )
+
     def run_average(self, figure: Callable[[RunMetrics], float | None]) -> float:
         """The finite mean over the runs of one per-run figure, e.g. ``lambda r: r.ttft_s["p50"]``."""
         return run_average(self.runs, figure)
@@ -162,6 +187,8 @@ class MeasuredPoint(Point):
                 "profile": self.profile,
                 "test": self.test,
                 "concurrency": self.concurrency,
+                "rate": self.rate,
+                "sustainable": self.sustainable if self.rate is not None else None,
                 "metric": self.metric,
                 "gated_from": self.gated_from,
                 "values": list(self.values),

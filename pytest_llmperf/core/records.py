@@ -36,6 +36,11 @@ class RequestRecord:
     #: Cut off by the client when the run's measurement window closed: not an error, and it
     #: has no final counts (its tokens so far are known from the chunks).
     cancelled: bool = False
+    #: Open loop: when the schedule said the request arrives (``perf_counter``; 0.0 in a closed
+    #: loop), and when the client released it to be sent (with a ``max_concurrency`` cap it then
+    #: waits for a slot until ``start``).
+    arrival: float = 0.0
+    released: float = 0.0
 
     @property
     def e2e(self) -> float:
@@ -81,3 +86,20 @@ class RunRecords:
     #: The steady-state measurement window (``perf_counter`` open, close), or None for a run
     #: measured over its N whole requests.
     window: tuple[float, float] | None = None
+    #: Open loop: the run's schedule and how it went (see :mod:`pytest_llmperf.load.openloop`).
+    open_loop: OpenLoopRun | None = None
+
+
+@dataclass
+class OpenLoopRun:
+    """What an open-loop run was offered and how its client kept to it."""
+
+    rate: float
+    #: ``perf_counter`` of the schedule's zero, and every arrival's offset from it (seconds).
+    start: float
+    offsets: list[float]
+    #: The pacer that woke the client ("timerfd" or "loop timer").
+    pacer: str = ""
+    max_concurrency: int | None = None
+    #: Why the run was stopped early as not sustainable (None: it ran its window out).
+    saturated: str | None = None

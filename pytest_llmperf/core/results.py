@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmperf.core.capacity import CapacityPoint
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
@@ -29,6 +30,8 @@ class ProfileFacts:
 class Results:
     points: list[MeasuredPoint] = field(default_factory=list)
     speedups: list[SpeedupPoint] = field(default_factory=list)
+    #: Capacities under the SLO (core/capacity.py).
+    capacities: list[CapacityPoint] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)
     #: One line per golden file change written under --perf-update.
     golden_notes: list[str] = field(default_factory=list)
@@ -46,7 +49,7 @@ class Results:
 
     @property
     def all_points(self) -> list[Point]:
-        return [*self.points, *self.speedups]
+        return [*self.points, *self.speedups, *self.capacities]
 
     def counts(self) -> dict[Outcome, int]:
         """How many points ended in each outcome, most urgent first."""

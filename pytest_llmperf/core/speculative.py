@@ -240,7 +240,13 @@ def analyse_points(
     def by_test(name: str) -> dict[str, dict[int, MeasuredPoint]]:
         out: dict[str, dict[int, MeasuredPoint]] = {}
         for p in points:
-            if p.profile == name and p.metric == "output_tok_s" and not p.problems:
+            # Rate levels are compared by their latency, not paired by concurrency.
+            if (
+                p.profile == name
+                and p.metric == "output_tok_s"
+                and not p.problems
+                and p.rate is None
+            ):
                 out.setdefault(NodeId(p.test).without_params, {})[p.concurrency] = p
         return out
 

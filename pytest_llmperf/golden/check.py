@@ -156,8 +156,10 @@ def pending(
             )
     why = accept_worse or ("--perf-update --perf-pool" if pool else "--perf-update")
     return PendingPoint(
-        point.key, point.test, point.concurrency, point.metric, runs, why, pool, point.workload
-    )
+        point.key, point.test, point.concurrency, point.metric, runs, why, pool, point.workload,
+        sustainable=getattr(point, "sustainable", True),
+        extra=point.extra_golden_fields(),
+    )  # fmt: skip
 
 
 def recorded(point: Point, path: Path) -> None:

@@ -122,6 +122,11 @@ class GoldenPoint:
     def n(self) -> int:
         return len(self.runs)
 
+    @property
+    def sustainable(self) -> bool:
+        """A rate level's: whether the server kept up when it was recorded."""
+        return bool(self.extra.get("sustainable", True))
+
     @classmethod
     def from_json(cls, key: str, data: Mapping[str, Any]) -> GoldenPoint:
         return cls(

@@ -113,9 +113,9 @@ def _point_problem(entry: Any) -> str | None:
 @dataclass
 class PendingRun:
     value: float
-    launch_id: str
-    requests: int
-    output_tokens: int
+    launch_id: str | None
+    requests: int | None
+    output_tokens: int | None
     accept_length: float | None
 
 
@@ -131,6 +131,10 @@ class PendingPoint:
     why: str
     pool: bool
     workload: dict[str, Any] = field(default_factory=dict)
+    #: A rate level the server could not keep up with when recorded (see core/openmetrics.py).
+    sustainable: bool = True
+    #: More fields of the golden point (a capacity's bracket: ``low``, ``high``).
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -204,6 +208,11 @@ def _recorded(point: PendingPoint, old: GoldenPoint | None, now: str) -> GoldenP
         summary=summary,
         history=(*(old.history if old else ()), entry),
         anchor=old.anchor if old else {"mean": summary["mean"], "recorded": now},
+        extra={
+            **{k: v for k, v in (old.extra if old else {}).items() if k != "sustainable"},
+            **({} if point.sustainable else {"sustainable": False}),
+            **point.extra,
+        },
     )
 
 

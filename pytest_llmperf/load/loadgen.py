@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import httpx
 
 from pytest_llmperf.core.records import ABANDONED, RequestRecord, RunRecords
+from pytest_llmperf.core.schedule import Arrivals
 from pytest_llmperf.load.requests import send_one
 from pytest_llmperf.load.transport import make_client, make_transport
 from pytest_llmperf.load.workload import Workload
@@ -370,6 +371,11 @@ class LevelPlan:
     #: The number of the first run (more runs of a point continue its count, so their requests
     #: are new to the server's prefix cache).
     first_run: int = 1
+    #: Open loop: requests arrive at this rate (see :mod:`pytest_llmperf.load.openloop`);
+    #: ``n_requests`` is then the fewest arrivals a run's window holds. None: closed loop at C.
+    arrivals: Arrivals | None = None
+    #: Open loop: at most this many requests in flight; later arrivals wait for a slot.
+    max_concurrency: int | None = None
 
     @property
     def request_limit(self) -> int:
@@ -399,6 +405,13 @@ async def measure_level_async(
     After a stall (``abort`` set) every later run is empty and instant, but still counted, so
     that worker processes meet at the same barriers; the stalled warm-up is returned as the
     only run. ``progress(k)`` gives the progress callback of measured run k (1-based)."""
+    if plan.arrivals is not None:
+        from pytest_llmperf.load.openloop import measure_open_level
+
+        return await measure_open_level(
+            base_url, workload, plan, transport=transport, timeout_s=timeout_s, headers=headers,
+            before_run=before_run, abort=abort,
+        )  # fmt: skip
     abort = abort or Abort()
     sender = make_transport(transport, plan.concurrency)
     async with make_client(base_url, sender, headers) as client:

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import multiprocessing
 import queue as queue_module
+import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -35,6 +36,9 @@ from pytest_llmperf.load.loadgen import (
 from pytest_llmperf.load.workload import Workload
 
 RESULT_TIMEOUT_S = 5.0
+#: An open loop's shared schedule starts this long after the leader passes the barrier.
+START_AFTER_BARRIER_S = 0.05
+perf_counter = time.perf_counter
 BetweenRuns = Callable[[httpx.AsyncClient], Awaitable[Any]]
 
 
@@ -57,8 +61,13 @@ def measure(
     """``plan.runs`` runs at ``plan.concurrency`` from ``workers`` processes; ``between_runs``
     (e.g. SGLang's cache flush) runs once before each run, while no request is in flight.
     ``progress`` is reported from this process only, so not with several workers."""
-    workers = min(workers, plan.concurrency)
-    if workers <= 1:
+    if plan.arrivals is None:
+        workers = min(workers, plan.concurrency)
+    # An open loop always sends from worker processes (one at least), whatever C: a thread of
+    # the pytest process (a server's log copier, a user's plugin) holding the GIL for a few
+    # milliseconds would delay a send by as much (seen: 8-22 ms at the 99th percentile in
+    # pytest, 0.5 ms in a process of its own).
+    if workers <= 1 and plan.arrivals is None:
         abort = Abort()
 
         async def before_run(client: httpx.AsyncClient) -> None:
@@ -73,6 +82,7 @@ def measure(
     barrier = ctx.Barrier(workers)
     counter = ctx.Value("q", 0)
     stalled = ctx.Value("b", 0)
+    start = ctx.Value("d", 0.0)
     results = ctx.Queue()
     procs = [
         ctx.Process(
@@ -83,22 +93,34 @@ def measure(
                 i,
                 base_url,
                 workload,
-                replace(plan, concurrency=c),
+                replace(plan, concurrency=c if plan.arrivals is None else plan.concurrency),
                 barrier,
                 counter,
                 results,
                 between_runs if i == 0 else None,
                 stalled,
+                (i, workers, start),
                 kwargs,
             ),
         )
-        for i, c in enumerate(split(plan.concurrency, workers))
+        for i, c in enumerate(split(max(plan.concurrency, workers), workers))
     ]
     for p in procs:
         p.start()
+    collected = _collect(procs, results, barrier)
+    # A stalled warm-up comes back as a single run (see measure_level_async): merge as many
+    # runs as every worker has.
+    runs = min(len(part) for part in collected.values())
+    return [merge([collected[i][k] for i in range(workers)], plan.concurrency) for k in range(runs)]
+
+
+def _collect(
+    procs: list[Any], results: Queue[tuple[int, list[RunRecords] | str]], barrier: Barrier
+) -> dict[int, list[RunRecords]]:
+    """Every worker's runs, or the first worker's failure; no worker is left running."""
     collected: dict[int, list[RunRecords]] = {}
     try:
-        while len(collected) < workers:
+        while len(collected) < len(procs):
             try:
                 index, payload = results.get(timeout=RESULT_TIMEOUT_S)
             except queue_module.Empty:
@@ -117,10 +139,7 @@ def measure(
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
-    # A stalled warm-up comes back as a single run (see measure_level_async): merge as many
-    # runs as every worker has.
-    runs = min(len(part) for part in collected.values())
-    return [merge([collected[i][k] for i in range(workers)], plan.concurrency) for k in range(runs)]
+    return collected
 
 
 def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
@@ -132,6 +151,13 @@ def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
     aborted = [p.aborted for p in parts if p.aborted]
     # The stalled request's own reason first, not a bystander's.
     aborted.sort(key=lambda reason: reason == _ELSEWHERE)
+    open_loop = parts[0].open_loop
+    if open_loop is not None:
+        # One schedule dealt to every worker: saturated if any share was.
+        saturated = next(
+            (p.open_loop.saturated for p in parts if p.open_loop and p.open_loop.saturated), None
+        )
+        open_loop = replace(open_loop, saturated=saturated)
     # The CPU check is per core: report the busiest worker's share, scaled to the merged wall time.
     # The window in which every worker's C_i streams were measured: the latest open, the
     # earliest close (they start at one barrier, so the windows nearly coincide).
@@ -149,6 +175,7 @@ def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
         wall,
         aborted=aborted[0] if aborted else None,
         window=window,
+        open_loop=open_loop,
     )
 
 
@@ -162,19 +189,43 @@ def _worker_main(
     results: Queue[tuple[int, list[RunRecords] | str]],
     between_runs: BetweenRuns | None,
     stalled: Any,
+    share: tuple[int, int, Any],
     kwargs: dict[str, Any],
 ) -> None:
     try:
         abort = Abort(stalled)
+        index, parts, start = share
         before_run = functools.partial(
-            _synchronized, barrier, counter, index == 0, between_runs, abort
+            _synchronized, barrier, counter, index == 0, between_runs, abort, start
         )
-        claim = functools.partial(_claim, counter, plan.request_limit)
-        runs = run_in_fresh_loop(
-            measure_level_async(
-                base_url, workload, plan, before_run=before_run, claim=claim, abort=abort, **kwargs
+        if plan.arrivals is not None:
+            from pytest_llmperf.load.openloop import measure_open_level
+
+            runs = run_in_fresh_loop(
+                measure_open_level(
+                    base_url,
+                    workload,
+                    plan,
+                    before_run=before_run,
+                    abort=abort,
+                    share=(index, parts),
+                    start_at=lambda: float(start.value),
+                    **kwargs,
+                )  # fmt: skip
             )
-        )
+        else:
+            claim = functools.partial(_claim, counter, plan.request_limit)
+            runs = run_in_fresh_loop(
+                measure_level_async(
+                    base_url,
+                    workload,
+                    plan,
+                    before_run=before_run,
+                    claim=claim,
+                    abort=abort,
+                    **kwargs,
+                )  # fmt: skip
+            )
         results.put((index, runs))
     except BaseException:
         results.put((index, traceback.format_exc()))
@@ -195,6 +246,7 @@ async def _synchronized(
     leader: bool,
     between_runs: BetweenRuns | None,
     abort: Abort,
+    start: Any,
     client: httpx.AsyncClient,
 ) -> None:
     loop = asyncio.get_running_loop()
@@ -203,4 +255,6 @@ async def _synchronized(
         counter.value = 0
         if between_runs is not None and not abort.is_set():
             await between_runs(client)
+        # An open loop's schedule starts at one time for all (CLOCK_MONOTONIC is machine-wide).
+        start.value = perf_counter() + START_AFTER_BARRIER_S
     await loop.run_in_executor(None, barrier.wait)  # then all start together

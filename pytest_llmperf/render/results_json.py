@@ -29,11 +29,19 @@ TOP_FIELDS = {
     "points": "every measured point, and every figure checked on its runs (below)",
     "speculative": "per speculative profile measured with its base in the run: speedup per "
     "level with its 95 % interval, crossover, cut-off advice and the speedup gate's verdicts",
+    "capacity": "per profile whose capacity was searched (llmperf.capacity): `max_rate` "
+    "(requests/s, the geometric mean of the bracket), `low` (the highest rate that met the SLO "
+    "with significance), `high` (the lowest that did not), the `slo` and `slo_percentile`, every "
+    "probe (`rate`, `held`, `runs`, `why`), and the check's `verdict`, `golden` and `message`",
 }
 POINT_FIELDS = {
     "profile": "the profile measured",
     "test": "the pytest node id of the test that measured the point",
-    "concurrency": "C, the requests kept in flight",
+    "concurrency": "C, the requests kept in flight (at a rate level: its max_concurrency, 0 "
+    "without one)",
+    "rate": "an open-loop rate level's requests/s (null in a closed loop)",
+    "sustainable": "at a rate level: whether the server kept up with the arrivals in every run "
+    "(false: NOT SUSTAINABLE, not a throughput figure); null in a closed loop",
     "metric": "the figure judged: `output_tok_s`, `request_tok_s`, `ttft_p99_s`, …",
     "gated_from": "for a figure checked on another point's runs: the metric they were "
     "measured for (null otherwise)",
@@ -86,6 +94,13 @@ RUN_FIELDS = {
     "prompt_tokens": "Σ server-reported prompt tokens of the finished requests",
     "cached_tokens": "of those, the prefix cache's (null: the server did not say)",
     "goodput_req_s": "requests per second that met every SLO (null without an slo)",
+    "open_loop": "a rate level's run (null in a closed loop): `rate`, `offered_req_s`, "
+    "`sent_req_s`, `completed_req_s` over the window, `arrivals`, `lag_s` (send − scheduled "
+    "arrival: percentiles and max), `queue_s` (waits for a `max_concurrency` slot), "
+    "`ttft_from_send_s` and `e2e_from_send_s` (`ttft_s` and `e2e_s` count from the arrival), "
+    "`mean_backlog`, `sustainable`, `saturation` (why not), `pacer`",
+    "schedule": "a rate level's arrival offsets in seconds from the run's start (null in a "
+    "closed loop): the same for a speculative profile and its base",
 }
 
 
@@ -104,6 +119,7 @@ def render(results: Results, *, created: str) -> dict[str, Any]:
         "profiles": finite_or_none(results.servers),
         "points": [p.to_json() for p in results.points],
         "speculative": [_speculative(results, a) for a in results.analyses],
+        "capacity": [finite_or_none(p.to_json()) for p in results.capacities],
     }
 
 

@@ -101,7 +101,7 @@ def table_lines(points: Sequence[MeasuredPoint]) -> list[str]:
     ordered = sorted(
         points, key=lambda p: (p.profile, p.node.short_name, p.concurrency, p.gated_from or "")
     )
-    return _aligned([COLUMNS, *map(row, ordered)], right={2, 3, 4, 5, 6, 7, 8, 9}, rule=True)
+    return aligned([COLUMNS, *map(row, ordered)], right={2, 3, 4, 5, 6, 7, 8, 9}, rule=True)
 
 
 def speedup_rows(results: Results, analysis: Analysis) -> list[tuple[str, ...]]:
@@ -141,7 +141,7 @@ def speculative_lines(results: Results) -> list[str]:
             f"{analysis.profile} vs {analysis.base_profile} "
             f"({NodeId(analysis.test).short_name}), same run:"
         )
-        table = _aligned([SPEEDUP_COLUMNS, *speedup_rows(results, analysis)], right={0, 1, 4, 5, 6})
+        table = aligned([SPEEDUP_COLUMNS, *speedup_rows(results, analysis)], right={0, 1, 4, 5, 6})
         lines += ["  " + line for line in table]
         lines.append(f"  {analysis.advice()}")
     if results.analyses:
@@ -226,7 +226,7 @@ def _point_lines(p: Point) -> list[Line]:
     return []
 
 
-def _aligned(rows: Sequence[Sequence[str]], right: set[int], rule: bool = False) -> list[str]:
+def aligned(rows: Sequence[Sequence[str]], right: set[int], rule: bool = False) -> list[str]:
     """Columns padded to their widest cell; ``right`` holds the right-aligned column indices."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []

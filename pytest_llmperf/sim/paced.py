@@ -1,7 +1,7 @@
 """A streaming server whose pacing is known exactly, and that is never the bottleneck.
 
 ``python -m pytest_llmperf.sim.paced --port P [--itl-ms 0] [--ttft-ms 0] [--prefill-us-per-token 0]
-[--tokens-per-chunk 1] [--cpu 0]``
+[--tokens-per-chunk 1] [--slots 0] [--cpu 0]``
 
 For checking clients, not servers: the accuracy tests and ``benchmarks/client_ceiling.py``.
 Serves SGLang's native ``POST /generate`` and OpenAI ``POST /v1/completions`` (plus
@@ -10,6 +10,8 @@ tokens per event (several, like EAGLE). Each response body is built once per (en
 length, options) and cached, so a request costs one header parse and one ``write``.
 
 - ``--itl-ms 0`` (zero delay): the whole stream leaves in one write.
+- ``--slots N``: at most N streams at once, later requests wait in arrival order (an M/D/N queue
+  whose capacity is exactly N ÷ (TTFT + L·X) requests/s for L-token streams).
 - ``--itl-ms X``: event j (j = 1, 2, …) is written at arrival + j·X ms on an absolute
   timeline, so a request of L tokens lasts exactly ceil(L / tokens-per-chunk)·X ms.
 - ``--ttft-ms T --prefill-us-per-token U``: the first event waits T ms plus U µs per prompt
@@ -29,11 +31,16 @@ import json
 import os
 import sys
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
 perf_counter = time.perf_counter
 _CACHE: dict[tuple, list[bytes]] = {}
+#: ``--slots N``: streams served at once, and the requests waiting for one (FIFO).
+_SLOTS = {"free": 0, "limited": False}
+_WAITING: deque[Callable[[], None]] = deque()
 STATS: list[tuple[float, float, float]] = []  # (arrived, first written, last written)
 
 
@@ -143,6 +150,8 @@ class Pacing:
     ttft_ms: float = 0.0
     prefill_us_per_token: float = 0.0
     extra_prompt_tokens: int = 0
+    #: Serve at most this many streams at once; the rest wait in arrival order (0: no limit).
+    slots: int = 0
 
 
 class SSEProtocol(asyncio.Protocol):
@@ -218,31 +227,59 @@ class SSEProtocol(asyncio.Protocol):
             now = perf_counter()
             STATS.append((arrived, now, now))
             return
-        self.transport.write(_HEAD)
         loop = asyncio.get_running_loop()
-        start = loop.time()
         # Trailing events (OpenAI's usage chunk, [DONE]) leave with the last token event.
         token_events = events[: (n + self.per_chunk - 1) // self.per_chunk]
         trailer = b"".join(events[len(token_events) :])
         first: list[float] = []
+        transport = self.transport
 
-        def send(k: int) -> None:
-            if self.transport.is_closing():
+        def begin() -> None:
+            if transport.is_closing():
+                _release()
                 return
-            last = k + 1 == len(token_events)
-            self.transport.write(token_events[k] + (trailer if last else b""))
-            if not first:
-                first.append(perf_counter())
-            if last:
-                STATS.append((arrived, first[0], perf_counter()))
-            else:
-                loop.call_at(start + first_s + (k + 2) * self.itl_s, send, k + 1)
+            transport.write(_HEAD)
+            start = loop.time()
 
-        loop.call_at(start + first_s + self.itl_s, send, 0)
+            def send(k: int) -> None:
+                if transport.is_closing():
+                    _release()
+                    return
+                last = k + 1 == len(token_events)
+                transport.write(token_events[k] + (trailer if last else b""))
+                if not first:
+                    first.append(perf_counter())
+                if last:
+                    STATS.append((arrived, first[0], perf_counter()))
+                    _release()
+                else:
+                    loop.call_at(start + first_s + (k + 2) * self.itl_s, send, k + 1)
+
+            loop.call_at(start + first_s + self.itl_s, send, 0)
+
+        if not _SLOTS["limited"]:
+            begin()
+        elif _SLOTS["free"] > 0:
+            _SLOTS["free"] -= 1
+            begin()
+        else:
+            _WAITING.append(begin)
+
+
+def _release() -> None:
+    """A stream ended (or its client left): its slot goes to the longest-waiting request."""
+    if not _SLOTS["limited"]:
+        return
+    if _WAITING:
+        _WAITING.popleft()()
+    else:
+        _SLOTS["free"] += 1
 
 
 async def serve(port: int, pacing: Pacing) -> None:
     loop = asyncio.get_running_loop()
+    if pacing.slots:
+        _SLOTS.update(free=pacing.slots, limited=True)
     server = await loop.create_server(lambda: SSEProtocol(pacing), "127.0.0.1", port, backlog=4096)
     print(f"ready on 127.0.0.1:{port}", flush=True)
     async with server:
@@ -278,6 +315,12 @@ def main() -> None:
         type=int,
         default=0,
         help="report this many prompt tokens more than were sent (a server that adds a BOS)",
+    )
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=0,
+        help="serve at most this many streams at once, the rest in arrival order (a known capacity)",
     )
     parser.add_argument("--cpu", type=int, default=None, help="pin the server to this CPU core")
     args = parser.parse_args()

@@ -1,0 +1,238 @@
+"""The figures of an open-loop run: latency from the arrival, the client's lag, sustainability.
+
+Definitions, over the run's window (see :mod:`pytest_llmperf.load.openloop`):
+
+- ``output_tok_s``: server-reported tokens of the chunks that arrived inside the window ÷ its
+  length (for a sustainable rate, close to rate × output length);
+- ``ttft_s`` and ``e2e_s``: from the **scheduled arrival** of the requests that arrived inside the
+  window: what a user waits, the client's lag and any client queue included (a request cut
+  before its first token counts with what it had waited, a lower bound). The same from the send
+  are ``open_loop.ttft_from_send_s`` and ``open_loop.e2e_from_send_s``;
+- ``open_loop.lag_s``: release − scheduled arrival of every request sent, p50/p99/max: how late
+  the client sent. A run whose lag p99 exceeds max(1 ms, 5 % of its TTFT p50 from the send) is
+  INVALID: its arrivals were not the ones asked for;
+- ``open_loop.queue_s``: with ``max_concurrency``, the time a request waited for a slot;
+- ``open_loop.offered_req_s``: arrivals scheduled inside the window ÷ its length;
+  ``sent_req_s``: requests sent inside it; ``completed_req_s``: requests that finished inside it;
+- ``open_loop.sustainable``: False when the backlog (requests arrived and not ended) grew over
+  the window beyond a stable queue's fluctuation, or the run stopped early for it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pytest_llmperf.core.records import RequestRecord, RunRecords
+from pytest_llmperf.core.stats import distribution
+
+#: Values a run needs to estimate a percentile (as core.metrics.MIN_SAMPLES).
+MIN_SAMPLES = {"p90": 10, "p99": 100}
+
+if TYPE_CHECKING:
+    from pytest_llmperf.core.metrics import RunMetrics
+
+#: A run's lag p99 may not exceed the largest of these: an absolute floor, a fraction of the
+#: run's TTFT p50 from the send (a 1 ms lag is noise against a 2 s TTFT, not against 2 ms), and a
+#: fraction of the mean gap between arrivals (a send that late keeps the arrivals' order and
+#: the process's shape). A p99 needs 100 sends (MIN_SAMPLES); a run with fewer is held to its p90.
+MAX_LAG_S = 0.001
+MAX_LAG_TTFT_FRACTION = 0.05
+MAX_LAG_GAP_FRACTION = 0.1
+#: The backlog may grow over the window by at most this many times the square root of its
+#: mean (a stable queue's backlog fluctuates about that much) and this fraction of the arrivals.
+BACKLOG_SIGMAS = 4.0
+BACKLOG_ARRIVAL_FRACTION = 0.1
+
+
+def backlog_at(records: Sequence[RequestRecord], t: float) -> int:
+    """Requests that had arrived by ``t`` and not ended (cut requests end at the cut)."""
+    return sum(1 for r in records if r.arrival <= t and (r.end == 0.0 or r.end > t))
+
+
+def mean_backlog(records: Sequence[RequestRecord], window: tuple[float, float]) -> float:
+    opened, closed = window
+    if closed <= opened:
+        return 0.0
+    busy = sum(max(0.0, min(r.end or closed, closed) - max(r.arrival, opened)) for r in records)
+    return busy / (closed - opened)
+
+
+def saturation(run: RunRecords) -> str | None:
+    """Why the run was not sustainable, or None: stopped early by its monitor, or its backlog
+    grew over the window beyond a stable queue's fluctuation."""
+    info = run.open_loop
+    if info is None or run.window is None:
+        return None
+    if info.saturated:
+        return info.saturated
+    records, (opened, closed) = run.records, run.window
+    at_open, at_close = backlog_at(records, opened), backlog_at(records, closed)
+    arrivals = sum(1 for r in records if opened <= r.arrival < closed)
+    completed = sum(1 for r in records if opened <= r.end < closed and not r.cancelled)
+    mean = mean_backlog(records, run.window)
+    allowed = max(BACKLOG_SIGMAS * math.sqrt(mean + 1.0), BACKLOG_ARRIVAL_FRACTION * arrivals)
+    if at_close - at_open <= allowed:
+        return None
+    return (
+        f"the backlog grew from {at_open} to {at_close} requests over the window "
+        f"({completed} completed of {arrivals} arrived; a stable queue moves by at most "
+        f"{allowed:.0f}){_ttft_trend(records, run.window)}: the server cannot keep up with "
+        f"{info.rate:g} requests/s"
+    )
+
+
+def _ttft_trend(records: Sequence[RequestRecord], window: tuple[float, float]) -> str:
+    """``; TTFT rose from 12 ms to 310 ms with arrival order`` (first and last third)."""
+    waits = [
+        (r.arrival, (r.chunk_times[0] if r.chunk_times else r.end) - r.arrival)
+        for r in sorted(records, key=lambda r: r.arrival)
+        if window[0] <= r.arrival < window[1] and (r.chunk_times or r.cancelled)
+    ]
+    if len(waits) < 6:
+        return ""
+    third = len(waits) // 3
+    first = statistics.median(w for _, w in waits[:third])
+    last = statistics.median(w for _, w in waits[-third:])
+    return f"; TTFT rose from {first * 1e3:,.0f} ms to {last * 1e3:,.0f} ms with arrival order"
+
+
+def open_loop_figures(run: RunRecords, ttft_send_p50: float) -> tuple[dict[str, Any], list[str]]:
+    """The run's ``open_loop`` figures, and its problems (a client that sent late)."""
+    info = run.open_loop
+    assert info is not None and run.window is not None
+    opened, closed = run.window
+    seconds = max(closed - opened, 1e-9)
+    records = run.records
+    sent = [r for r in records if r.released]
+    in_window = [r for r in records if opened <= r.arrival < closed]
+    ok = [r for r in in_window if r.error is None]
+    lags = [r.released - r.arrival for r in sent]
+    lag = distribution(lags)
+    lag["max"] = max(lags, default=math.nan)
+    queue = [r.start - r.released for r in ok if r.start]
+    reason = saturation(run)
+    figures: dict[str, Any] = {
+        "rate": info.rate,
+        "offered_req_s": sum(1 for off in info.offsets if opened <= info.start + off < closed)
+        / seconds,
+        "sent_req_s": sum(1 for r in sent if opened <= r.start < closed) / seconds,
+        "completed_req_s": sum(1 for r in records if opened <= r.end < closed and not r.cancelled)
+        / seconds,
+        "arrivals": len(in_window),
+        "lag_s": lag,
+        "queue_s": distribution(queue) if info.max_concurrency else None,
+        "max_concurrency": info.max_concurrency,
+        "ttft_from_send_s": distribution([r.chunk_times[0] - r.start for r in ok if r.chunk_times]),
+        "e2e_from_send_s": distribution([r.e2e for r in ok if not r.cancelled and not r.staggered]),
+        "mean_backlog": mean_backlog(records, run.window),
+        "sustainable": reason is None,
+        "saturation": reason,
+        "pacer": info.pacer,
+    }
+    problems = []
+    limit = max(
+        MAX_LAG_S,
+        MAX_LAG_TTFT_FRACTION * ttft_send_p50 if math.isfinite(ttft_send_p50) else 0.0,
+        MAX_LAG_GAP_FRACTION / info.rate,
+    )
+    q = "p99" if len(lags) >= MIN_SAMPLES["p99"] else "p90"
+    figures["lag_limit_s"] = limit
+    if lags and lag[q] > limit:
+        problems.append(
+            f"client-bound: the client sent {lag[q] * 1e3:.2f} ms late at the {q[1:]}th "
+            f"percentile of {len(lags)} sends (max {lag['max'] * 1e3:.1f} ms; limit "
+            f"{limit * 1e3:.2f} ms), so the server did not see the arrivals asked for: give the "
+            "client more cores (--llm-client-workers) or keep CPU-heavy work off this machine"
+        )
+    return figures, problems
+
+
+def arrival_latencies(
+    records: Sequence[RequestRecord], window: tuple[float, float]
+) -> tuple[list[float], list[float]]:
+    """TTFT and e2e from the scheduled arrival, of the requests that arrived in the window."""
+    opened, closed = window
+    ttfts, e2es = [], []
+    for r in records:
+        if r.error is not None or not opened <= r.arrival < closed:
+            continue
+        if r.chunk_times:
+            ttfts.append(r.chunk_times[0] - r.arrival)
+        elif r.cancelled:
+            ttfts.append(r.end - r.arrival)
+        if not r.cancelled and r.end:
+            e2es.append(r.end - r.arrival)
+    return ttfts, e2es
+
+
+def schedule_of(run: RunRecords) -> list[float] | None:
+    """The run's arrival offsets (seconds from its start, to the microsecond)."""
+    if run.open_loop is None:
+        return None
+    return [round(off, 6) for off in run.open_loop.offsets]
+
+
+def summarize_open(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
+    """Every figure of an open-loop run (its window is where it was measured)."""
+    from pytest_llmperf.core.metrics import (
+        RunMetrics,
+        accept_length,
+        client_checks,
+        request_problems,
+        request_tok_s,
+        tokens_per_chunk,
+        tpot,
+        window_itl,
+        window_tokens,
+    )
+
+    assert run.window is not None
+    records, window = run.records, run.window
+    sent = [r for r in records if r.start]
+    ok = [r for r in sent if r.error is None]
+    finished = [r for r in ok if not r.cancelled]
+    itl_values, itl_weights = window_itl(ok, window, tokens_per_chunk(records))
+    tokens, estimated = window_tokens(records, window)
+    seconds = window[1] - window[0]
+    ttfts, e2es = arrival_latencies(records, window)
+    in_window = [r for r in finished if window[0] <= r.arrival < window[1]]
+    send_ttfts = [r.chunk_times[0] - r.start for r in ok if r.chunk_times]
+    figures, late = open_loop_figures(
+        run, statistics.median(send_ttfts) if send_ttfts else math.nan
+    )
+    metrics = RunMetrics(
+        concurrency=run.concurrency,
+        requests=len(sent),
+        failed_requests=len(sent) - len(ok),
+        output_tokens=round(tokens),
+        duration_s=seconds,
+        output_tok_s=tokens / seconds if seconds > 0 else 0.0,
+        request_tok_s=distribution([t for t in map(request_tok_s, in_window) if t is not None]),
+        ttft_s=distribution(ttfts),
+        itl_s=distribution(itl_values, itl_weights),
+        tpot_s=distribution([t for t in map(tpot, finished) if t is not None]),
+        e2e_s=distribution(e2es),
+        accept_length=accept_length(finished),
+        achieved_concurrency=figures["mean_backlog"],
+        in_flight_while_sending=figures["mean_backlog"],
+        client_gap_s=0.0,
+        loop_lag_s=distribution([]),
+        client_cpu_fraction=run.client_cpu_s / run.wall_s if run.wall_s > 0 else 0.0,
+        window={
+            "opened_s": window[0] - run.open_loop.start if run.open_loop else 0.0,
+            "seconds": seconds,
+            "tokens": round(tokens),
+            "tokens_estimated": estimated,
+            "finished_requests": len(finished),
+            "cancelled_requests": len(ok) - len(finished),
+        },
+        open_loop=figures,
+        schedule=schedule_of(run),
+    )
+    # A saturated run's requests are cut unfinished on purpose: its verdict is "not
+    # sustainable", not a request problem.
+    problems = request_problems(records, expected_tokens) + client_checks(metrics) + late
+    return RunMetrics(**{**metrics.__dict__, "problems": tuple(problems)})
