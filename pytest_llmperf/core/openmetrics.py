@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 MAX_LAG_S = 0.001
 MAX_LAG_TTFT_FRACTION = 0.05
 MAX_LAG_GAP_FRACTION = 0.1
-#: The backlog may grow over the window by at most this many times the square root of its
-#: mean (a stable queue's backlog fluctuates about that much) and this fraction of the arrivals.
+#: The backlog may grow over the steady part of a run by at most this many standard deviations
+#: of the arrivals' count, and this fraction of the arrivals.
 BACKLOG_SIGMAS = 4.0
 BACKLOG_ARRIVAL_FRACTION = 0.1
 
@@ -62,23 +62,25 @@ def mean_backlog(records: Sequence[RequestRecord], window: tuple[float, float]) 
 
 def saturation(run: RunRecords) -> str | None:
     """Why the run was not sustainable, or None: stopped early by its monitor, or its backlog
-    grew over the window beyond a stable queue's fluctuation."""
+    grew from the middle of the lead-in (by then a sustainable queue is steady: the lead-in is at
+    least twice an unloaded request's e2e) to the window's close by more than a stable queue's
+    fluctuation (4 sd of the arrivals' count) and a tenth of the arrivals."""
     info = run.open_loop
     if info is None or run.window is None:
         return None
     if info.saturated:
         return info.saturated
     records, (opened, closed) = run.records, run.window
-    at_open, at_close = backlog_at(records, opened), backlog_at(records, closed)
-    arrivals = sum(1 for r in records if opened <= r.arrival < closed)
-    completed = sum(1 for r in records if opened <= r.end < closed and not r.cancelled)
-    mean = mean_backlog(records, run.window)
-    allowed = max(BACKLOG_SIGMAS * math.sqrt(mean + 1.0), BACKLOG_ARRIVAL_FRACTION * arrivals)
-    if at_close - at_open <= allowed:
+    since = info.start + info.lead_s / 2 if info.lead_s else opened
+    at_since, at_close = backlog_at(records, since), backlog_at(records, closed)
+    arrivals = sum(1 for r in records if since <= r.arrival < closed)
+    completed = sum(1 for r in records if since <= r.end < closed and not r.cancelled)
+    allowed = max(BACKLOG_SIGMAS * math.sqrt(arrivals + 1.0), BACKLOG_ARRIVAL_FRACTION * arrivals)
+    if at_close - at_since <= allowed:
         return None
     return (
-        f"the backlog grew from {at_open} to {at_close} requests over the window "
-        f"({completed} completed of {arrivals} arrived; a stable queue moves by at most "
+        f"the backlog grew from {at_since} to {at_close} requests over the steady part of the "
+        f"run ({completed} completed of {arrivals} arrived; a stable queue moves by at most "
         f"{allowed:.0f}){_ttft_trend(records, run.window)}: the server cannot keep up with "
         f"{info.rate:g} requests/s"
     )

@@ -101,5 +101,7 @@ class OpenLoopRun:
     #: The pacer that woke the client ("timerfd" or "loop timer").
     pacer: str = ""
     max_concurrency: int | None = None
+    #: The lead-in's length (seconds from ``start`` to the window's opening).
+    lead_s: float = 0.0
     #: Why the run was stopped early as not sustainable (None: it ran its window out).
     saturated: str | None = None

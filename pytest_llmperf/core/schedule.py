@@ -51,7 +51,8 @@ class Arrivals:
         """Arrivals over consecutive parts of a run (durations in seconds: lead-in, window,
         drain), as offsets from the run's start. Part j holds exactly round(rate × its
         length) arrivals (rounded on the running total) drawn from the process and rescaled
-        to fit it, so every part offers exactly the level's rate, the window included."""
+        to fit it (its first arrival on its beginning), so every part offers exactly the
+        level's rate, the window [open, close) included."""
         rng = random.Random(seed)
         shape = 1.0 if self.process == "poisson" else self.burstiness
         out: list[float] = []
@@ -60,16 +61,17 @@ class Arrivals:
             count = round(self.rate * (begin + length)) - round(placed)
             placed += count
             if count > 0:
-                # count + 1 gaps span the part: its arrivals fall strictly inside it.
+                # ``count`` gaps span the part, its first arrival on its beginning: the mean gap
+                # is exactly 1/rate, and a part [begin, end) holds exactly its count.
                 if self.process == "constant":
-                    gaps = [1.0] * (count + 1)
+                    gaps = [1.0] * count
                 else:
-                    gaps = [rng.gammavariate(shape, 1.0) for _ in range(count + 1)]
+                    gaps = [rng.gammavariate(shape, 1.0) for _ in range(count)]
                 scale = length / sum(gaps)
                 at = begin
-                for gap in gaps[:-1]:
-                    at += gap * scale
+                for gap in gaps:
                     out.append(at)
+                    at += gap * scale
             begin += length
         return out
 

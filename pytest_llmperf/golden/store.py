@@ -209,7 +209,11 @@ def _recorded(point: PendingPoint, old: GoldenPoint | None, now: str) -> GoldenP
         history=(*(old.history if old else ()), entry),
         anchor=old.anchor if old else {"mean": summary["mean"], "recorded": now},
         extra={
-            **{k: v for k, v in (old.extra if old else {}).items() if k != "sustainable"},
+            **{
+                k: v
+                for k, v in (old.extra if old else {}).items()
+                if k not in ("sustainable", "saturation")
+            },
             **({} if point.sustainable else {"sustainable": False}),
             **point.extra,
         },

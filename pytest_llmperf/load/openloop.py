@@ -138,6 +138,7 @@ class _OpenLoop:
                 offsets=plan.offsets,
                 pacer=self.pacer.kind,
                 max_concurrency=plan.max_concurrency,
+                lead_s=plan.lead_s,
                 saturated=self.saturated,
             ),
         )
@@ -255,6 +256,9 @@ def run_parts(
     return max(settle_s, window / 2), window, window / 2
 
 
+#: A level stops after this many runs the server could not keep up with (one alone may be a
+#: hiccup of a sustainable server: the next run tells).
+SATURATED_RUNS = 2
 #: How far ahead of its first arrival a run's schedule starts (the client is idle by then).
 START_LEAD_S = 0.02
 
@@ -277,7 +281,7 @@ async def measure_open_level(
     Run k's schedule is seeded from the workload's salt (the point's key) and k, so every
     profile measured at this point is offered the same arrivals. With several worker
     processes this one sends arrivals ``share[0]``, ``share[0] + share[1]``, … from the shared
-    ``start_at()``. A run found not sustainable ends the level: more runs would only queue."""
+    ``start_at()``. A second run found not sustainable ends the level: more would only queue."""
     from pytest_llmperf.core.schedule import interleave, schedule_seed
     from pytest_llmperf.load.loadgen import (
         WARMUP_OUTPUT_LEN,
@@ -303,7 +307,7 @@ async def measure_open_level(
         for k in range(1, plan.runs + 1):
             if before_run is not None:
                 await before_run(client)
-            if abort.is_set() or (share[1] == 1 and runs and _saturated(runs[-1])):
+            if abort.is_set() or (share[1] == 1 and sum(map(_saturated, runs)) >= SATURATED_RUNS):
                 break
             run_number = plan.first_run + k - 1
             offsets = plan.arrivals.offsets(

@@ -18,6 +18,8 @@ FILES = {
     "perf_suites/profiles.toml": "profiles.toml",
     "perf_suites/test_throughput.py": "perf_suites/test_throughput.py",
     "perf_suites/test_prefill.py": "perf_suites/test_prefill.py",
+    "perf_suites/test_request_rate.py": "perf_suites/test_request_rate.py",
+    "perf_suites/test_capacity.py": "perf_suites/test_capacity.py",
     "baselines/sim-baseline/sim.json": "baselines/sim-baseline/sim.json",
     "baselines/sim-eagle3/sim.json": "baselines/sim-eagle3/sim.json",
     ".github/workflows/nightly-llm-perf.yml": "nightly.yml",

@@ -190,7 +190,7 @@ class SSEProtocol(asyncio.Protocol):
     def handle(self, request_line: list[str], body: bytes) -> None:
         arrived = perf_counter()
         method, path = request_line[0], request_line[1].split("?")[0]
-        if method == "GET" and path in ("/stats", "/health"):
+        if method == "GET" and path in ("/stats", "/health", "/server_info", "/get_server_info"):
             payload = json.dumps(STATS if path == "/stats" else {}).encode()
             if path == "/stats":
                 STATS.clear()

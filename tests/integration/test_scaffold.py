@@ -61,7 +61,7 @@ def test_init_in_an_empty_directory_then_pytest_perf_suites_passes(installed, tm
 
 def test_the_scaffold_ships_this_repositorys_suites_and_sim_goldens():
     scaffold = REPO / "pytest_llmperf" / "scaffold"
-    for name in ("test_throughput.py", "test_prefill.py"):
+    for name in ("test_throughput.py", "test_prefill.py", "test_request_rate.py", "test_capacity.py"):
         assert filecmp.cmp(scaffold / "perf_suites" / name, REPO / "perf_suites" / name, False)
     for profile in ("sim-baseline", "sim-eagle3"):
         shipped = scaffold / "baselines" / profile / "sim.json"

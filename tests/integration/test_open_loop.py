@@ -1,0 +1,216 @@
+"""Open-loop load against servers whose truth is known: the paced server's arrival log says
+what rate it saw, its ``--slots`` give an M/D/N queue of known capacity, and the simulated
+engine runs the shipped rate suite end to end with its goldens.
+
+What is asserted here is what the server saw and what the plugin concluded, never how long
+something took (timings on 2 shared cores are noisy; benchmarks/open_loop_accuracy.py measures
+lag and rate precision, with its output quoted in the docs)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import httpx
+import numpy as np
+import pytest
+
+from pytest_llmperf.core.capacity import search
+from pytest_llmperf.core.metrics import summarize_run
+from pytest_llmperf.core.schedule import Arrivals
+from pytest_llmperf.load.loadgen import LevelPlan
+from pytest_llmperf.load.workers import measure
+from pytest_llmperf.load.workload import Workload
+from tests.helpers import start_paced, write_profiles
+
+ITL_MS = 2.0
+TOKENS = 32
+SERVICE_S = TOKENS * ITL_MS / 1000  # a stream lasts exactly this long once it has a slot
+
+
+@pytest.fixture
+def queue():
+    """The paced server with 2 slots: capacity exactly 2 ÷ 64 ms = 31.25 requests/s."""
+    server = start_paced(ITL_MS, 1, "--slots", "2")
+    yield server
+    server.stop()
+
+
+def run_at(url: str, rate: float, runs: int = 1, workers: int = 1, process: str = "poisson",
+           window_s: float = 2.0, salt: int = 7):  # fmt: skip
+    workload = Workload(api="sglang", output_len=TOKENS, salt=salt)
+    plan = LevelPlan(0, 16, runs, window_s=window_s, settle_s=0.3,
+                     arrivals=Arrivals(rate, process))  # fmt: skip
+    return measure(url, workload, plan, workers=workers)
+
+
+def server_arrivals(url: str, since: float) -> list[float]:
+    """When the server says the run's requests arrived (its clock is this machine's monotonic)."""
+    return sorted(a for a, _, _ in httpx.get(url + "/stats").json() if a >= since)
+
+
+@pytest.mark.parametrize(("rate", "workers"), [(6.0, 1), (10.0, 1), (100.0, 2)])
+def test_the_server_sees_the_rate_asked_for(rate, workers):
+    server = start_paced(ITL_MS, 1)  # no slot limit: never the bottleneck
+    try:
+        (run,) = run_at(server.url, rate, workers=workers)
+        # The lead-in and the window [open, close): whole parts of the schedule, each holding
+        # exactly rate × its length of arrivals (the drain is cut short).
+        seen = [a for a in server_arrivals(server.url, run.open_loop.start) if a < run.window[1]]
+    finally:
+        server.stop()
+    # The mean gap the server saw from the run's start to the window's close is 1/rate.
+    assert (run.window[1] - run.open_loop.start) / len(seen) == pytest.approx(1 / rate, rel=0.03)
+    gaps = np.diff(seen)
+    assert (
+        0.6 < float(np.std(gaps) / np.mean(gaps)) < 1.4
+    )  # Poisson: a coefficient of variation of 1
+    m = summarize_run(run, TOKENS)
+    assert not m.problems, m.problems
+    assert m.open_loop["sustainable"]
+    assert m.open_loop["offered_req_s"] == pytest.approx(rate, rel=0.01)
+    assert m.output_tok_s == pytest.approx(rate * TOKENS, rel=0.05)
+    lag = m.open_loop["lag_s"]
+    assert math.isfinite(lag["p99"]) and lag["max"] >= lag["p99"] >= lag["p50"] >= 0
+    assert m.open_loop["pacer"] == "timerfd"
+    assert len(m.schedule) >= len(seen)
+
+
+def test_constant_arrivals_are_evenly_spaced_at_the_server():
+    server = start_paced(ITL_MS, 1)
+    try:
+        (run,) = run_at(server.url, 10.0, process="constant")
+        seen = [a for a in server_arrivals(server.url, run.open_loop.start) if a < run.window[1]]
+    finally:
+        server.stop()
+    gaps = np.diff(seen)
+    assert float(np.std(gaps) / np.mean(gaps)) < 0.1  # what the Poisson check above tells apart
+
+
+def test_over_capacity_the_level_is_not_sustainable_and_stops(queue):
+    runs = run_at(queue.url, 1.5 * 2 / SERVICE_S, runs=3)
+    # Two runs that could not keep up end the level; the third is never made.
+    assert len(runs) == 2
+    for run in runs:
+        m = summarize_run(run, TOKENS)
+        assert m.open_loop["sustainable"] is False
+        assert "the backlog grew" in m.open_loop["saturation"]
+        assert m.open_loop["completed_req_s"] < m.open_loop["offered_req_s"]
+
+
+def test_below_capacity_the_level_is_sustainable(queue):
+    (run,) = run_at(queue.url, 0.5 * 2 / SERVICE_S)
+    m = summarize_run(run, TOKENS)
+    assert m.open_loop["sustainable"], m.open_loop["saturation"]
+    assert not m.problems
+
+
+def test_a_cap_on_concurrency_waits_for_a_slot_and_says_how_long(queue):
+    workload = Workload(api="sglang", output_len=TOKENS, salt=3)
+    plan = LevelPlan(1, 16, 1, window_s=2.0, settle_s=0.3, arrivals=Arrivals(10.0),
+                     max_concurrency=1)  # fmt: skip
+    (run,) = measure(queue.url, workload, plan)
+    m = summarize_run(run, TOKENS)
+    # One slot for a 64 ms stream at 10 requests/s: some arrivals wait, and TTFT from the
+    # arrival counts the wait that TTFT from the send leaves out.
+    assert m.open_loop["queue_s"]["p99"] > 0.01
+    assert m.ttft_s["p99"] > m.open_loop["ttft_from_send_s"]["p99"]
+    starts = sorted(r.start for r in run.records if r.start)
+    ends = sorted(r.end for r in run.records if r.start)
+    # Never more than one in flight: each request starts after the one before it ended.
+    assert all(s >= e - 1e-4 for s, e in zip(starts[1:], ends))
+
+
+def md2_e2e_p90(rate: float, n: int = 200_000, seed: int = 1) -> float:
+    """The e2e p90 of the paced server's queue at ``rate``: Poisson arrivals, 2 slots, 64 ms."""
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1 / rate, n))
+    free = [0.0, 0.0]
+    e2e = np.empty(n)
+    for k, a in enumerate(arrivals):
+        slot = 0 if free[0] <= free[1] else 1
+        start = max(a, free[slot])
+        free[slot] = start + SERVICE_S
+        e2e[k] = free[slot] - a
+    return float(np.percentile(e2e[n // 10 :], 90))
+
+
+def true_capacity(limit: float) -> float:
+    low, high = 1.0, 2 / SERVICE_S
+    for _ in range(30):
+        mid = (low + high) / 2
+        low, high = (mid, high) if md2_e2e_p90(mid) <= limit else (low, mid)
+    return low
+
+
+@pytest.mark.slow
+def test_the_capacity_under_an_slo_brackets_the_queue_s_truth(queue):
+    limit = 0.15
+    truth = true_capacity(limit - 0.002)  # the server's own ~1 ms per stream, each way
+    made: dict[float, list] = {}
+
+    def measure_at(rate: float, runs: int):
+        for run in run_at(queue.url, rate, runs=runs, window_s=3.0, salt=len(made) + 11):
+            made.setdefault(rate, []).append(summarize_run(run, TOKENS))
+        return made[rate]
+
+    found = search("paced", measure_at, {"e2e_s": limit}, 90, 10.0)
+    assert found.low is not None and found.high is not None
+    print(f"capacity {found.max_rate:.2f} [{found.low:.2f}, {found.high:.2f}], truth {truth:.2f}")
+    # Short windows estimate a p90 with noise: the bracket is within 15 % of the truth.
+    assert found.low * 0.85 <= truth <= found.high * 1.15
+
+
+RATE_SUITE = """
+def test_rate_latency(llmperf, llm_request_rate):
+    point = llmperf.measure(rate=llm_request_rate)
+    llmperf.check(point, metric="ttft_p90_s")
+"""
+
+
+def test_rate_levels_record_then_gate_with_one_schedule_for_both_profiles(pytester):
+    write_profiles(pytester, body="", runs=2)
+    pytester.makepyfile(test_rates=RATE_SUITE)
+    args = [
+        "--llm-profile",
+        "sim-base,sim-spec",
+        "--llm-request-rate",
+        "20",
+        "-p",
+        "no:cacheprovider",
+    ]
+    recorded = pytester.runpytest(*args, "--perf-update", "--perf-update-runs", "3")
+    recorded.assert_outcomes(passed=2)
+    gated = pytester.runpytest(*args, "--perf-json", "out.json")
+    gated.assert_outcomes(passed=2)
+    out = gated.stdout.str()
+    assert "llmperf: latency per request rate (open loop)" in out
+    assert "output throughput per concurrency" not in out  # no closed-loop point: no empty table
+    points = json.loads((pytester.path / "out.json").read_text())["points"]
+    by_profile = {p["profile"]: p for p in points if p["gated_from"] is None}
+    base, spec = by_profile["sim-base"], by_profile["sim-spec"]
+    assert base["rate"] == 20.0 and base["sustainable"] is True
+    # Run by run, both profiles were offered the same arrivals; each run its own.
+    for b, s in zip(base["runs"], spec["runs"]):
+        assert b["schedule"] == s["schedule"]
+    assert base["runs"][0]["schedule"] != base["runs"][1]["schedule"]
+    assert all(p["verdict"] == "PASS" for p in points if p["gated_from"]), [
+        p["message"] for p in points
+    ]
+
+
+def test_a_level_sustainable_in_its_golden_fails_when_it_no_longer_is(pytester):
+    marker = write_profiles(pytester, runs=2)
+    pytester.makepyfile(test_rates=RATE_SUITE)
+    args = ["--llm-request-rate", "40", "-p", "no:cacheprovider"]
+    pytester.runpytest(*args, "--perf-update", "--perf-update-runs", "2").assert_outcomes(passed=1)
+    # The same server (same fingerprint), a fifth as fast: 40 requests/s is now beyond it.
+    write_profiles(
+        pytester, marker=marker, runs=2, extra_args='"--sim-throughput-multiplier", "0.05"'
+    )
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*sim-base 40 req/s ttft_p90_s: FAIL — NOT SUSTAINABLE: the backlog grew*It was "
+         "sustainable in its golden*: the server no longer keeps up with 40 requests/s*"]
+    )  # fmt: skip

@@ -1,0 +1,179 @@
+"""Open-loop pieces that are pure functions: the arrival schedule, the capacity search and its
+per-probe judgement, and the saturation rule (the load generator itself runs against real
+servers in tests/integration/test_open_loop.py)."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from pytest_llmperf.core.capacity import Capacity, judge, search
+from pytest_llmperf.core.metrics import RunMetrics
+from pytest_llmperf.core.openmetrics import saturation
+from pytest_llmperf.core.records import OpenLoopRun, RequestRecord, RunRecords
+from pytest_llmperf.core.schedule import Arrivals, interleave, schedule_seed
+
+
+def gaps(offsets: list[float]) -> list[float]:
+    return [b - a for a, b in zip(offsets, offsets[1:])]
+
+
+def test_each_part_of_a_run_offers_exactly_its_rate():
+    parts = [1.5, 3.0, 1.5]
+    offsets = Arrivals(6.0).offsets(parts, seed=1)
+    counts = [
+        sum(1 for t in offsets if lo <= t < hi) for lo, hi in ((0, 1.5), (1.5, 4.5), (4.5, 6.1))
+    ]
+    assert counts == [9, 18, 9]  # each part begins on an arrival and holds rate × its length
+    assert offsets == sorted(offsets) and offsets[0] == 0.0 and offsets[9] == 1.5
+    assert (6.0 - 0.0) / len(offsets) == pytest.approx(1 / 6.0)
+
+
+def test_a_rate_with_a_fraction_rounds_on_the_running_total():
+    offsets = Arrivals(2.5).offsets([1.0, 1.0, 1.0, 1.0], seed=3)
+    assert len(offsets) == 10  # 2.5 × 4 s, not 4 × round(2.5)
+
+
+@pytest.mark.parametrize(
+    ("process", "burstiness", "cv"),
+    [("poisson", 1.0, 1.0), ("gamma", 0.25, 2.0), ("gamma", 4.0, 0.5), ("constant", 1.0, 0.0)],
+)
+def test_the_gaps_have_the_process_s_spread(process, burstiness, cv):
+    """Coefficient of variation of the gaps: 1 for Poisson, 1/sqrt(shape) for gamma, 0 constant."""
+    offsets = Arrivals(10.0, process, burstiness).offsets([2000.0], seed=7)
+    g = gaps(offsets)
+    assert statistics.mean(g) == pytest.approx(0.1, rel=0.01)
+    assert statistics.pstdev(g) / statistics.mean(g) == pytest.approx(cv, abs=0.08)
+
+
+def test_the_same_seed_gives_the_same_schedule_and_another_run_another():
+    a = Arrivals(5.0)
+    seed = schedule_seed(salt=1234, run=1)
+    assert a.offsets([1.0, 4.0, 1.0], seed) == a.offsets([1.0, 4.0, 1.0], seed)
+    assert a.offsets([1.0, 4.0, 1.0], seed) != a.offsets([1.0, 4.0, 1.0], schedule_seed(1234, 2))
+
+
+def test_interleaving_deals_every_arrival_to_exactly_one_sender():
+    shares = interleave(list(range(11)), 3)
+    assert sorted(i for share in shares for i in share) == list(range(11))
+    assert shares[1] == [1, 4, 7, 10]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rate": 0.0}, "positive number"),
+        ({"rate": 1.0, "process": "bursty"}, "unknown arrival process"),
+        ({"rate": 1.0, "process": "gamma", "burstiness": 0.0}, "burstiness"),
+    ],
+)
+def test_a_bad_arrival_process_is_refused_with_what_is_allowed(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Arrivals(**kwargs)
+
+
+def run_metrics(e2e_p90: float, sustainable: bool = True) -> RunMetrics:
+    """A run whose only figure that matters is its e2e p90 (and whether it kept up)."""
+    dist = {"mean": e2e_p90, "p50": e2e_p90, "p90": e2e_p90, "p99": e2e_p90, "n": 50}
+    return RunMetrics(
+        concurrency=0, requests=50, failed_requests=0, output_tokens=1000, duration_s=1.0,
+        output_tok_s=1000.0, request_tok_s=dist, ttft_s=dist, itl_s=dist, tpot_s=dist, e2e_s=dist,
+        accept_length=None, achieved_concurrency=1.0, in_flight_while_sending=1.0,
+        client_gap_s=0.0, loop_lag_s=dist, client_cpu_fraction=0.1,
+        open_loop={"sustainable": sustainable},
+    )  # fmt: skip
+
+
+def test_a_probe_holds_only_when_its_runs_are_significantly_within_the_limit():
+    slo = {"e2e_s": 0.15}
+    assert judge([run_metrics(0.10), run_metrics(0.11)], slo, 90).held is True
+    assert judge([run_metrics(0.20), run_metrics(0.21)], slo, 90).held is False
+    undecided = judge([run_metrics(0.12), run_metrics(0.17)], slo, 90)
+    assert undecided.held is None and "cannot tell" in undecided.why
+    # A run the server could not keep up with breaks it, whatever its figures.
+    assert judge([run_metrics(0.01), run_metrics(0.01, sustainable=False)], slo, 90).held is False
+
+
+def queue_server(capacity: float, limit: float, noise: float, seed: int = 0):
+    """A stand-in whose e2e p90 rises as an M/M/1 queue's sojourn does, with noise per run."""
+    rng = random.Random(seed)
+    calls: list[tuple[float, int]] = []
+    made: dict[float, list[RunMetrics]] = {}
+
+    def measure(rate: float, runs: int) -> list[RunMetrics]:
+        calls.append((rate, runs))
+        for _ in range(runs):
+            if rate >= capacity:
+                made.setdefault(rate, []).append(run_metrics(10.0, sustainable=False))
+                continue
+            # p90 of an exponential sojourn with rate (capacity - rate), in seconds.
+            p90 = math.log(10) / (capacity - rate) * math.exp(rng.gauss(0, noise))
+            made.setdefault(rate, []).append(run_metrics(p90))
+        return made[rate]
+
+    truth = capacity - math.log(10) / limit
+    return measure, calls, truth
+
+
+@pytest.mark.parametrize("start", [1.0, 20.0, 400.0])
+def test_the_search_brackets_the_true_capacity_from_any_start(start):
+    measure, calls, truth = queue_server(capacity=100.0, limit=0.15, noise=0.03)
+    found = search("sim", measure, {"e2e_s": 0.15}, 90, start)
+    assert isinstance(found, Capacity)
+    assert found.low is not None and found.high is not None
+    assert found.high / found.low <= 1.10 + 1e-9
+    # The bracket holds the truth, or misses it by less than the noise of a probe near it.
+    assert found.low * 0.95 <= truth <= found.high * 1.05, (found.low, truth, found.high)
+    assert found.max_rate == pytest.approx(math.sqrt(found.low * found.high))
+    assert len(found.probes) == len({rate for rate, _ in calls}) <= 12
+
+
+def test_near_the_boundary_a_probe_gets_more_runs():
+    measure, calls, truth = queue_server(capacity=100.0, limit=0.15, noise=0.2, seed=4)
+    found = search("sim", measure, {"e2e_s": 0.15}, 90, 50.0)
+    assert max(p.runs for p in found.probes) > 2
+    assert all(p.runs in (2, 4, 6) for p in found.probes)
+
+
+def test_when_no_rate_holds_the_search_says_so():
+    measure, _, _ = queue_server(capacity=0.001, limit=0.15, noise=0.0)
+    found = search("sim", measure, {"e2e_s": 0.15}, 90, 1.0, max_probes=4)
+    assert found.low is None and found.max_rate is None
+    assert [p.held for p in found.probes] == [False] * 4
+
+
+def open_run(rate: float, arrivals: list[float], ends: list[float], window=(1.0, 3.0)) -> RunRecords:
+    records = [
+        RequestRecord(i, start=a, end=e, arrival=a, released=a, chunk_times=[a + 0.001])
+        for i, (a, e) in enumerate(zip(arrivals, ends))
+    ]
+    return RunRecords(0, records, [], 0.1, 4.0, window=window,
+                      open_loop=OpenLoopRun(rate, 0.0, arrivals))  # fmt: skip
+
+
+def test_a_backlog_that_grows_through_the_window_is_not_sustainable():
+    arrivals = [k * 0.02 for k in range(200)]  # 50 requests/s
+    # Served at 25 requests/s, first in first out: the queue grows by 25 a second.
+    ends, free = [], 0.0
+    for a in arrivals:
+        free = max(free, a) + 0.04
+        ends.append(free)
+    reason = saturation(open_run(50.0, arrivals, ends))
+    assert reason is not None and "the backlog grew" in reason and "50 requests/s" in reason
+    assert "TTFT rose" in reason
+
+
+def test_a_stable_queue_is_sustainable():
+    rng = random.Random(2)
+    arrivals = sorted(rng.uniform(0, 4) for _ in range(200))
+    ends = [a + rng.uniform(0.05, 0.15) for a in arrivals]
+    assert saturation(open_run(50.0, arrivals, ends)) is None
+
+
+def test_a_run_stopped_early_says_why():
+    run = open_run(50.0, [0.5, 1.5], [0.6, 1.6])
+    run.open_loop.saturated = "the backlog grew from 3 to 40 requests"  # type: ignore[union-attr]
+    assert saturation(run) == "the backlog grew from 3 to 40 requests"
