@@ -86,6 +86,11 @@ FIELD_CHECKS: dict[str, tuple[Callable[[Any], Any], str]] = {
         lambda v: is_number(v) and 0 < v <= 100,
         "a percentile in (0, 100], e.g. 99",
     ),
+    "trace": (
+        lambda v: v is None or is_str(v),
+        'a Mooncake-format JSONL trace, relative to this file, e.g. "traces/conversation.jsonl"',
+    ),
+    "time_scale": (lambda v: is_number(v) and v > 0, "a number > 0 (2 replays at half speed)"),
     "runs": (is_pos_int, "a positive integer"),
     "min_requests": (is_pos_int, "a positive integer"),
     "window_s": (
@@ -124,6 +129,7 @@ CONVERSIONS: dict[str, Callable[[Any], Any]] = {
     "request_rate": lambda v: tuple(float(r) for r in v),
     "burstiness": float,
     "slo_percentile": float,
+    "time_scale": float,
     "token_id_range": lambda v: tuple(v) if v else None,
     "slo": lambda v: {k: float(x) for k, x in v.items()},
     "window_s": lambda v: float(v) if v is not None else None,
@@ -298,6 +304,12 @@ FIELD_HELP: dict[str, str] = {
     "slo_percentile": (
         "the percentile at which a rate level must meet every `slo` limit (the capacity search)"
     ),
+    "trace": (
+        "a Mooncake-format JSONL trace (`timestamp` ms, `input_length`, `output_length`, "
+        "`hash_ids`) that `llmperf.replay()` sends at its own times, shared hash blocks as shared "
+        "prefixes (see *Open-loop load*)"
+    ),
+    "time_scale": ("a trace's times are multiplied by this (2: half the rate)"),
     "runs": (
         "measured runs per level before the verdict may ask for more; 2 when the golden is "
         "precise enough that 2 decide (see *Golden baselines and verdicts*)"

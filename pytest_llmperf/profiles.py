@@ -91,6 +91,8 @@ DEFAULTS: dict[str, Any] = {
     "burstiness": 1.0,
     "max_concurrency": None,
     "slo_percentile": 99.0,
+    "trace": None,
+    "time_scale": 1.0,
 }
 PROFILE_FIELDS = ("extends", *DEFAULTS)
 
@@ -177,6 +179,10 @@ class Profile:
     max_concurrency: int | None = None
     #: The percentile at which a rate level must meet every ``slo`` limit (capacity search).
     slo_percentile: float = 99.0
+    #: A Mooncake-format JSONL trace to replay at its own times (``llmperf.replay()``),
+    #: relative to the profiles file; ``time_scale`` stretches (> 1) or compresses its times.
+    trace: str | None = None
+    time_scale: float = 1.0
     extends: str | None = None
     #: Set on the second copy of a base profile under --perf-aba (A/B/A): its points are
     #: measured for the drift between the two base measurements, not gated.

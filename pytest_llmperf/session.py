@@ -265,7 +265,7 @@ class LLMPerfSession:
                 self._fill_history(recorded)
             except Exception as exc:  # the results files matter more than the series' summary
                 self.end_notes.append(f"the points' history could not be summarised: {exc!r}")
-        if self.points:
+        if self.points or self.capacities:
             settings = self.settings
             notes, failures = write.outputs(
                 self.results(whole_suite=False),

@@ -29,6 +29,9 @@ STAGES = (2, 4, 6)
 #: Stop bisecting when high ÷ low is at most 1 + this.
 RESOLUTION = 0.10
 MAX_PROBES = 12
+#: Halving stops this far below the start: a probe's window holds min_requests arrivals, so at
+#: a very low rate one probe would take minutes.
+MAX_HALVINGS = 5
 PERCENTILES = {50.0: "p50", 90.0: "p90", 99.0: "p99"}
 
 
@@ -152,7 +155,7 @@ def search(
             result.low = rate
     else:
         result.high = rate
-        while len(result.probes) < max_probes:
+        while len(result.probes) < max_probes and rate > start / 2**MAX_HALVINGS:
             rate /= 2
             if holds(rate):
                 result.low = rate

@@ -376,6 +376,8 @@ class LevelPlan:
     arrivals: Arrivals | None = None
     #: Open loop: at most this many requests in flight; later arrivals wait for a slot.
     max_concurrency: int | None = None
+    #: Trace replay: the arrivals' offsets (seconds, scaled), replayed as they are.
+    trace_offsets: tuple[float, ...] | None = None
 
     @property
     def request_limit(self) -> int:

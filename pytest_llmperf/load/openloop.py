@@ -310,9 +310,12 @@ async def measure_open_level(
             if abort.is_set() or (share[1] == 1 and sum(map(_saturated, runs)) >= SATURATED_RUNS):
                 break
             run_number = plan.first_run + k - 1
-            offsets = plan.arrivals.offsets(
-                [lead, window, drain], schedule_seed(workload.salt, run_number, workload.seed)
-            )
+            if plan.trace_offsets is not None:  # a trace: its own times, all of them measured
+                offsets = list(plan.trace_offsets)
+                lead, window, drain = 0.0, offsets[-1] + 1e-6, max(1.0, offsets[-1] / 2)
+            else:
+                seed = schedule_seed(workload.salt, run_number, workload.seed)
+                offsets = plan.arrivals.offsets([lead, window, drain], seed)
             mine = interleave(offsets, share[1])[share[0]]
             cap = plan.max_concurrency
             if cap is not None and share[1] > 1:

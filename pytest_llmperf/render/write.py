@@ -101,7 +101,14 @@ def report_dir(results: Results, directory: Path) -> list[str]:
     images: list[str] = []
     # An INVALID point is not a measurement of the server: it is in the table, not on a plot.
     measured = [
-        p for p in results.points if p.metric == "output_tok_s" and p.runs and not p.problems
+        p
+        for p in results.points
+        if p.metric == "output_tok_s" and p.runs and not p.problems and p.rate is None
+    ]
+    by_rate = [
+        p
+        for p in results.points
+        if p.rate is not None and p.gated_from is None and p.runs and not p.problems
     ]
     if plots.available():
         margins = {name: facts.fail_margin for name, facts in results.profiles.items()}
@@ -119,6 +126,11 @@ def report_dir(results: Results, directory: Path) -> list[str]:
             )
         if results.analyses:
             images.append(plots.speedup(results.analyses, directory / "speedup.png").name)
+        if by_rate or results.capacities:
+            from pytest_llmperf.render.rate_plot import latency_by_rate
+
+            path = directory / "latency-by-rate.png"
+            images.append(latency_by_rate(by_rate, results.capacities, path).name)
     else:
         notes.append(
             "plots skipped: matplotlib is not installed (pip install 'pytest-llmperf[report]')"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -22,6 +23,8 @@ from pytest_llmperf.load.loadgen import LevelPlan
 from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
 from tests.helpers import start_paced, write_profiles
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 ITL_MS = 2.0
 TOKENS = 32
@@ -148,13 +151,15 @@ def test_the_capacity_under_an_slo_brackets_the_queue_s_truth(queue):
     limit = 0.15
     truth = true_capacity(limit - 0.002)  # the server's own ~1 ms per stream, each way
     made: dict[float, list] = {}
+    calls = [0]
 
     def measure_at(rate: float, runs: int):
-        for run in run_at(queue.url, rate, runs=runs, window_s=3.0, salt=len(made) + 11):
+        calls[0] += 1  # every call its own schedules (a run number restarts at 1 per call)
+        for run in run_at(queue.url, rate, runs=runs, window_s=2.0, salt=calls[0]):
             made.setdefault(rate, []).append(summarize_run(run, TOKENS))
         return made[rate]
 
-    found = search("paced", measure_at, {"e2e_s": limit}, 90, 10.0)
+    found = search("paced", measure_at, {"e2e_s": limit}, 90, 16.0)
     assert found.low is not None and found.high is not None
     print(f"capacity {found.max_rate:.2f} [{found.low:.2f}, {found.high:.2f}], truth {truth:.2f}")
     # Short windows estimate a p90 with noise: the bracket is within 15 % of the truth.
@@ -214,3 +219,111 @@ def test_a_level_sustainable_in_its_golden_fails_when_it_no_longer_is(pytester):
         ["*sim-base 40 req/s ttft_p90_s: FAIL — NOT SUSTAINABLE: the backlog grew*It was "
          "sustainable in its golden*: the server no longer keeps up with 40 requests/s*"]
     )  # fmt: skip
+
+
+CAPACITY_SUITE = """
+def test_capacity(llmperf, llm_profile):
+    point = llmperf.capacity()
+    llmperf.check_capacity(point)
+"""
+
+
+def test_capacity_records_then_gates_and_is_reported(pytester):
+    # A server a fifth as fast: its capacity, and so every probe's rate, stays small.
+    write_profiles(pytester, runs=2, min_requests=8,
+                   extra_args='"--sim-throughput-multiplier", "0.2"')  # fmt: skip
+    profiles = pytester.path / "profiles.toml"
+    profiles.write_text(
+        profiles.read_text().replace(
+            "min_requests = 8\n",
+            "min_requests = 8\nrequest_rate = [8]\nslo = { e2e_s = 0.3 }\nslo_percentile = 90\nsettle_s = 0.3\n",
+            1,
+        )
+    )
+    pytester.makepyfile(test_cap=CAPACITY_SUITE)
+    args = ["-p", "no:cacheprovider", "--perf-json", "out.json"]
+    pytester.runpytest(*args, "--perf-update").assert_outcomes(passed=1)
+    gold = json.loads((pytester.path / "baselines" / "sim-base" / "sim.json").read_text())
+    entry = gold["points"]["test_cap.py::test_capacity[capacity]"]
+    assert (
+        entry["metric"] == "capacity_req_s"
+        and entry["low"] <= entry["summary"]["mean"] <= entry["high"]
+    )
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["capacity under the SLO (e2e_s ≤ 300.0 ms at p90; TTFT and e2e from the arrival):",
+         "*sim-base*PASS"]
+    )  # fmt: skip
+    (cap,) = json.loads((pytester.path / "out.json").read_text())["capacity"]
+    assert cap["profile"] == "sim-base" and cap["verdict"] in ("PASS", "WARN", "IMPROVED")
+    assert cap["low"] < cap["max_rate"] < cap["high"] <= cap["low"] * 1.1 + 1e-9
+    held = [p["rate"] for p in cap["probes"] if p["held"]]
+    broke = [p["rate"] for p in cap["probes"] if not p["held"]]
+    assert max(held) == cap["low"] and min(broke) == cap["high"]
+
+
+def test_a_profile_without_an_slo_has_no_capacity_to_find(pytester):
+    write_profiles(pytester)
+    pytester.makepyfile(test_cap=CAPACITY_SUITE)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*sim-base has no slo, so no capacity under one: add the limits*"])
+
+
+REPLAY_SUITE = """
+def test_replay(llmperf, llm_profile):
+    point = llmperf.replay()
+    llmperf.check(point, metric="ttft_p90_s")
+"""
+SAMPLE_TRACE = REPO_ROOT / "examples" / "traces" / "mooncake-sample.jsonl"
+
+
+def test_a_trace_is_replayed_at_its_own_times_with_its_shared_prefixes(pytester):
+    write_profiles(pytester, runs=2, min_requests=8)
+    profiles = pytester.path / "profiles.toml"
+    profiles.write_text(
+        profiles.read_text().replace(
+            "min_requests = 8\n",
+            'min_requests = 8\ntrace = "trace.jsonl"\ntime_scale = 0.25\nsettle_s = 0.3\n',
+            1,
+        )
+    )
+    (pytester.path / "trace.jsonl").write_bytes(SAMPLE_TRACE.read_bytes())
+    pytester.makepyfile(test_replay=REPLAY_SUITE)
+    args = ["-p", "no:cacheprovider", "--perf-json", "out.json"]
+    pytester.runpytest(*args, "--perf-update", "--perf-update-runs", "2").assert_outcomes(passed=1)
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    (point, *_) = json.loads((pytester.path / "out.json").read_text())["points"]
+    lines = [json.loads(line) for line in SAMPLE_TRACE.read_text().splitlines()]
+    first = lines[0]["timestamp"]
+    expected = [round((entry["timestamp"] - first) / 1000 * 0.25, 6) for entry in lines]
+    for run in point["runs"]:
+        assert run["schedule"] == expected  # the trace's own times, at a quarter of them
+        assert run["problems"] == []
+    # Every prompt went out at its exact length (the server reported each one's count back: a
+    # differing count would be a problem above), and later turns found their history's blocks
+    # in the server's prefix cache.
+    run = point["runs"][0]
+    assert 0.5 * sum(e["input_length"] for e in lines) < run["prompt_tokens"]
+    assert run["cached_tokens"] > 0.3 * run["prompt_tokens"]
+    assert point["workload"]["trace"]["format"] == "mooncake-trace"
+
+
+def test_a_broken_trace_names_its_line_and_field(pytester):
+    write_profiles(pytester)
+    profiles = pytester.path / "profiles.toml"
+    profiles.write_text(
+        profiles.read_text().replace("runs = 2\n", 'runs = 2\ntrace = "t.jsonl"\n', 1)
+    )
+    (pytester.path / "t.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 10, "output_length": 4}\n'
+        '{"timestamp": 5, "input_length": "ten", "output_length": 4}\n'
+    )
+    pytester.makepyfile(test_replay=REPLAY_SUITE)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*sim-base: trace *t.jsonl, line 2: field 'input_length' is 'ten'; expected a number >= 0"]
+    )

@@ -140,12 +140,16 @@ def test_near_the_boundary_a_probe_gets_more_runs():
 
 def test_when_no_rate_holds_the_search_says_so():
     measure, _, _ = queue_server(capacity=0.001, limit=0.15, noise=0.0)
-    found = search("sim", measure, {"e2e_s": 0.15}, 90, 1.0, max_probes=4)
+    found = search("sim", measure, {"e2e_s": 0.15}, 90, 1.0)
     assert found.low is None and found.max_rate is None
-    assert [p.held for p in found.probes] == [False] * 4
+    # The start and five halvings, down to 1/32 of it: no probe at a rate that would take minutes.
+    assert [p.rate for p in found.probes] == [1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125]
+    assert not any(p.held for p in found.probes)
 
 
-def open_run(rate: float, arrivals: list[float], ends: list[float], window=(1.0, 3.0)) -> RunRecords:
+def open_run(
+    rate: float, arrivals: list[float], ends: list[float], window=(1.0, 3.0)
+) -> RunRecords:
     records = [
         RequestRecord(i, start=a, end=e, arrival=a, released=a, chunk_times=[a + 0.001])
         for i, (a, e) in enumerate(zip(arrivals, ends))
