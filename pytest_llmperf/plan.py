@@ -159,3 +159,33 @@ def duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def rate_lines(
+    points: Iterable[tuple[Profile, float]], *, recording: bool, update_runs: int | None = None
+) -> list[str]:
+    """The open-loop rate levels: a run's length is set by the profile (lead-in, window and at
+    most the drain, see load/openloop.py), so they are timed without a golden (an upper bound:
+    the drain ends when the window's arrivals have their first tokens)."""
+    from pytest_llmperf.load.openloop import run_parts
+
+    by_profile: dict[str, list[tuple[Profile, float]]] = {}
+    for profile, rate in points:
+        by_profile.setdefault(profile.name, []).append((profile, rate))
+    out = []
+    for name, levels in by_profile.items():
+        profile = levels[0][0]
+        runs = max(profile.runs, update_runs or RECORD_MIN_RUNS) if recording else profile.runs
+        seconds = arrivals = 0.0
+        for _, rate in levels:
+            lead, window, drain = run_parts(
+                rate, profile.window_s or 0.0, profile.min_requests, profile.settle_s
+            )
+            seconds += runs * (lead + window + drain)
+            arrivals += runs * rate * (lead + window + drain)
+        rates = ", ".join(f"{rate:g}" for _, rate in sorted(levels, key=lambda pair: pair[1]))
+        out.append(
+            f"  {name}: {rates} requests/s; {runs} runs per level; at most {arrivals:,.0f} "
+            f"arrivals; at most {duration(seconds)}"
+        )
+    return ["llmperf plan, rate levels (open loop):", *out] if out else []

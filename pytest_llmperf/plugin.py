@@ -211,17 +211,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     by_name = {p.name: p for p in state.selected}
     points: list[tuple[Profile, int]] = []
+    rates: list[tuple[Profile, float]] = []
     for item in session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("llm_profile") in by_name and params.get("llm_request_rate") is not None:
+            rate = (by_name[params["llm_profile"]], params["llm_request_rate"])
+            if rate not in rates:
+                rates.append(rate)
         if params.get("llm_profile") in by_name and "llm_concurrency" in params:
             pair = (by_name[params["llm_profile"]], params["llm_concurrency"])
             # A level is planned once: tests that check more figures of the same runs
             # (llmperf.measured_by) spend no server time of their own.
             if not any(p is pair[0] and c == pair[1] for p, c in points):
                 points.append(pair)
-    if not points:
-        return
     settings = state.settings
+
+    rate_plan = plan.rate_lines(rates, recording=settings.update, update_runs=settings.update_runs)
+    if not points:
+        for line in rate_plan:
+            reporter.write_line(line)
+        return
     times = state.stored_times()
     state.plan = plan.levels(
         points,
@@ -234,7 +243,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from pytest_llmperf.fixtures.server import unfair_plan_lines
 
     planned = plan.lines(state.plan, recording=settings.update, times=times)
-    for line in [*planned, *unfair_plan_lines(state)]:
+    for line in [*planned, *rate_plan, *unfair_plan_lines(state)]:
         reporter.write_line(line)
 
 
