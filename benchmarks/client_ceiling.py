@@ -14,7 +14,9 @@ to core 1, one after the other, in the same run:
 
 Clients: this plugin's load generator (httpx API over the aiohttp transport, on uvloop; also
 on asyncio's default loop and on httpx's own httpcore/h11 transport, which is why the default
-is what it is) and, where installed, NVIDIA AIPerf. AIPerf needs a tokenizer; offline, give it
+is what it is), a plain aiohttp client that reads a stream as SGLang's bench_serving does
+(``plain``: on asyncio's loop, as bench_serving runs; ``plainuv``: on uvloop) and, where
+installed, NVIDIA AIPerf. AIPerf needs a tokenizer; offline, give it
 a local one (``--tokenizer DIR``; ``--make-tokenizer DIR`` writes a tiny word-level one).
 
     python -m venv /opt/aiperf-venv && /opt/aiperf-venv/bin/pip install aiperf==0.13.0
@@ -75,6 +77,72 @@ def run_ours(args: argparse.Namespace) -> None:
             }
         )
     )
+
+
+# ----- a plain aiohttp client, as SGLang's bench_serving reads a stream -----------------------
+
+
+def run_plain_aiohttp(args: argparse.Namespace) -> None:
+    """The baseline the issue measures against: one aiohttp session, ``async for line in
+    response.content`` and ``json.loads`` per ``data:`` line (bench_serving's loop), C workers in
+    a closed loop, a timestamp per token-carrying line. No checks, no per-chunk bookkeeping."""
+    import time as time_module
+
+    import aiohttp
+    import uvloop
+
+    path = "/generate" if args.api == "sglang" else "/v1/completions"
+    if args.api == "sglang":
+        body = {"text": "hello", "stream": True,
+                "sampling_params": {"max_new_tokens": args.tokens, "ignore_eos": True}}  # fmt: skip
+    else:
+        body = {"model": "bench", "prompt": "hello", "stream": True, "max_tokens": args.tokens,
+                "ignore_eos": True}  # fmt: skip
+    records: list[tuple[float, float, list[float]]] = []
+
+    async def main() -> float:
+        timeout = aiohttp.ClientTimeout(total=None)
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector,
+                                         read_bufsize=10 * 1024**2) as session:  # fmt: skip
+            left = [args.requests]
+
+            async def worker() -> None:
+                while left[0] > 0:
+                    left[0] -= 1
+                    start = time_module.perf_counter()
+                    times: list[float] = []
+                    async with session.post(args.url + path, json=body) as response:
+                        async for line in response.content:
+                            line = line.strip()
+                            if not line.startswith(b"data:"):
+                                continue
+                            payload = line[5:].strip()
+                            if payload == b"[DONE]":
+                                break
+                            data = json.loads(payload)
+                            if data.get("text") or data.get("choices"):
+                                times.append(time_module.perf_counter())
+                    records.append((start, time_module.perf_counter(), times))
+
+            t0 = time_module.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+            return time_module.perf_counter() - t0
+
+    cpu0 = time_module.process_time()
+    # bench_serving runs on asyncio's loop; "plainuv" gives the plain client uvloop as well.
+    duration = uvloop.run(main()) if args.variant == "plainuv" else asyncio.run(main())
+    cpu = time_module.process_time() - cpu0
+    tokens = sum(len(t) for _, _, t in records)
+    ttfts = [t[0] - s for s, _, t in records if t]
+    gaps = [b - a for _, _, t in records for a, b in zip(t, t[1:])]
+    print(json.dumps({
+        "tok_s": tokens / duration, "in_flight": float("nan"), "client_cpu": cpu / duration,
+        "ttft_p50": statistics.median(ttfts) if ttfts else float("nan"),
+        "itl_p50": statistics.median(gaps) if gaps else float("nan"),
+        "itl_p99": sorted(gaps)[int(0.99 * (len(gaps) - 1))] if gaps else float("nan"),
+        "failed": 0, "duration": duration, "problems": [],
+    }))  # fmt: skip
 
 
 # ----- AIPerf ---------------------------------------------------------------------------------
@@ -289,7 +357,8 @@ def main() -> None:
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return run_ours(args)
+        plain = args.variant in ("plain", "plainuv")
+        return run_plain_aiohttp(args) if plain else run_ours(args)
     if args.make_tokenizer:
         subprocess.run(
             [
@@ -304,7 +373,8 @@ def main() -> None:
 
     cores = sorted(os.sched_getaffinity(0))
     server_core, client_core = (cores[0], cores[1]) if len(cores) >= 2 else (None, None)
-    clients = ["uvloop/openai", "uvloop/sglang", "asyncio/openai", "httpx/openai"]
+    clients = ["uvloop/openai", "plain/openai", "plainuv/openai", "uvloop/sglang", "plain/sglang",
+               "plainuv/sglang", "asyncio/openai", "httpx/openai"]  # fmt: skip
     if args.aiperf:
         clients.append("aiperf")
     print(

@@ -78,7 +78,7 @@ def measure(
             base_url, workload, plan, before_run=before_run, abort=abort, progress=progress,
             **kwargs,
         )  # fmt: skip
-    ctx = multiprocessing.get_context("spawn")  # never fork a pytest process with live threads
+    ctx = _context()
     barrier = ctx.Barrier(workers)
     counter = ctx.Value("q", 0)
     stalled = ctx.Value("b", 0)
@@ -112,6 +112,24 @@ def measure(
     # runs as every worker has.
     runs = min(len(part) for part in collected.values())
     return [merge([collected[i][k] for i in range(workers)], plan.concurrency) for k in range(runs)]
+
+
+def _context() -> Any:
+    """Never fork a pytest process with live threads: a fork server (a fresh process that has
+    imported the load generator once, then forks a worker in milliseconds instead of the
+    half-second a spawned interpreter takes to import it: an open-loop level starts one per
+    level, a capacity search one per probe), else spawn."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            _CONTEXT = multiprocessing.get_context("forkserver")
+            _CONTEXT.set_forkserver_preload(["pytest_llmperf.load.workers"])
+        else:
+            _CONTEXT = multiprocessing.get_context("spawn")
+    return _CONTEXT
+
+
+_CONTEXT: Any = None
 
 
 def _collect(

@@ -121,11 +121,13 @@ def test_real_engine_counts_validity_and_verdict_against_its_golden(
     assert len(processes_with("SmolLM2-135M")) == 1
 
 
-def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent_slower_fails(
+def test_independent_server_same_speed_passes_3_percent_slower_passes_a_30_percent_collapse_fails(
     pytester, llama_profile
 ):
     """Goldens recorded against a llama-server at one speed, then the same server, unmodified,
-    slowed from outside by 3 % and 30 %."""
+    slowed from outside: stopped 3 % of the time, then 45 % (on 2 shared cores a server stopped
+    30 % of the time lost only 17.5 % of its tok/s once, its client's share of the cores going to
+    it while it ran: 45 % stopped is a collapse of about 30 %)."""
     port = free_port("127.0.0.1")
     command = build_command(llama_profile, "127.0.0.1", port, pytester.path)
     server = subprocess.Popen(
@@ -162,9 +164,9 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_30_percent
         with Throttle(server.pid, 0.03):
             slower3 = pytester.runpytest_subprocess(*args)
         slower3.assert_outcomes(passed=1)
-        with Throttle(server.pid, 0.30) as throttle30:
+        with Throttle(server.pid, 0.45) as throttle30:
             slower30 = pytester.runpytest_subprocess(*args)
-        print(f"30 % throttle: the server was stopped {throttle30.stopped_share:.1%} of the time")
+        print(f"45 % throttle: the server was stopped {throttle30.stopped_share:.1%} of the time")
         slower30.assert_outcomes(failed=1)
         slower30.stdout.fnmatch_lines(
             [
