@@ -234,16 +234,22 @@ class SSEProtocol(asyncio.Protocol):
         first: list[float] = []
         transport = self.transport
 
+        def cut() -> None:
+            # A client that went away mid-stream (a window's close) still arrived: logged with
+            # -1 for the writes that never happened.
+            STATS.append((arrived, first[0] if first else -1.0, -1.0))
+            _release()
+
         def begin() -> None:
             if transport.is_closing():
-                _release()
+                cut()
                 return
             transport.write(_HEAD)
             start = loop.time()
 
             def send(k: int) -> None:
                 if transport.is_closing():
-                    _release()
+                    cut()
                     return
                 last = k + 1 == len(token_events)
                 transport.write(token_events[k] + (trailer if last else b""))
