@@ -263,13 +263,18 @@ class SSEProtocol(asyncio.Protocol):
 
             loop.call_at(start + first_s + self.itl_s, send, 0)
 
-        if not _SLOTS["limited"]:
-            begin()
-        elif _SLOTS["free"] > 0:
-            _SLOTS["free"] -= 1
-            begin()
-        else:
-            _WAITING.append(begin)
+        _admit(begin)
+
+
+def _admit(begin: Callable[[], None]) -> None:
+    """Begin a stream now, or (every ``--slots`` busy) when a slot frees, in arrival order."""
+    if not _SLOTS["limited"]:
+        begin()
+    elif _SLOTS["free"] > 0:
+        _SLOTS["free"] -= 1
+        begin()
+    else:
+        _WAITING.append(begin)
 
 
 def _release() -> None:
