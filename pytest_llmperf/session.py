@@ -231,7 +231,10 @@ class LLMPerfSession:
             golden_notes=list(self.golden_notes),
             # Not when levels were restricted: their other levels are expected to go unused.
             unused_goldens=self.unused_goldens()
-            if whole_suite and not self.settings.update and self.settings.concurrency is None
+            if whole_suite
+            and not self.settings.update
+            and self.settings.concurrency is None
+            and self.settings.request_rate is None
             else [],
             profiles={
                 p.name: ProfileFacts(p.fail_margin, p.min_requests, p.warmup) for p in self.selected
