@@ -277,8 +277,10 @@ FIELD_HELP: dict[str, str] = {
         "`sglang`/`sim`, `/health` for `llamacpp`/`command`"
     ),
     "url": (
-        '`engine = "remote"` only: the base URL of a server someone else runs; nothing is '
-        "launched or stopped, readiness is waited for up to `ready_timeout_s`"
+        'the base URL of a server someone else runs (any engine; `engine = "remote"` for a '
+        "server of no built-in kind): nothing is launched or stopped, readiness is waited for up "
+        "to `ready_timeout_s`, the fingerprint comes from its own `/server_info`, and its "
+        "hardware key is `remote`"
     ),
     "speculative": (
         "whether the server speculates (pairs it with its base for the speedup analysis): "

@@ -61,8 +61,6 @@ class Engine:
 
     #: The profile's ``engine`` value; the module that defines the class has the same name.
     name: ClassVar[str] = ""
-    #: Whether the plugin starts the server (False: it only attaches, see RemoteEngine).
-    launched: ClassVar[bool] = True
     #: The endpoint that answers 200 once the server can serve.
     health_path: ClassVar[str] = "/health"
     #: Flags whose presence in ``args`` (or ``command``) makes the server speculative.
@@ -76,6 +74,9 @@ class Engine:
 
     def check_fields(self, where: str, fields: Mapping[str, Any]) -> None:
         """Refuse what this engine cannot take (a ProfileError naming the field and the fix)."""
+        if fields.get("url") is not None:
+            check_remote(where, fields)
+            return  # nothing is launched: args are the record of how the server runs
         for arg in fields["args"]:
             flag = arg.split("=", 1)[0]
             if flag in self.reserved_flags:
@@ -88,12 +89,6 @@ class Engine:
             raise ProfileError(
                 f"{where}, field 'command': only used with engine = \"command\" (this profile has "
                 f"engine = {self.name!r}); remove it or change the engine."
-            )
-        if fields.get("url") is not None:
-            raise ProfileError(
-                f"{where}, field 'url': only used with engine = \"remote\" (this profile has "
-                f"engine = {self.name!r}, which launches its server); remove it or set "
-                'engine = "remote".'
             )
 
     def is_speculative(self, args: Sequence[str], command: Sequence[str] = ()) -> bool:
@@ -132,7 +127,11 @@ class Engine:
     # -- the fingerprint --------------------------------------------------------------------
 
     def hardware(self, profile: Profile) -> dict[str, Any]:
-        """What the figures depend on: the GPUs the server uses (NVML), else the CPU."""
+        """What the figures depend on: the GPUs the server uses (NVML), else the CPU. A remote
+        server's GPUs cannot be probed from here: its key is ``remote`` (its golden holds for
+        that deployment, wherever it runs)."""
+        if profile.url is not None:
+            return {"key": "remote"}
         return hardware_probe.probe({**profile.env})
 
     def fingerprint_args(
@@ -233,6 +232,20 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+def check_remote(where: str, fields: Mapping[str, Any]) -> None:
+    """A profile with a ``url`` attaches to a server someone else runs: a base URL, no command."""
+    url = fields.get("url")
+    if not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        raise ProfileError(
+            f"{where}, field 'url': got {url!r}; expected the server's base URL, e.g. "
+            '"http://10.0.0.5:30000" (the profile attaches to it and launches nothing).'
+        )
+    if fields.get("command") is not None:
+        raise ProfileError(
+            f"{where}, field 'command': a profile with a url launches nothing; remove command."
+        )
 
 
 def sglang_info(info: Mapping[str, Any]) -> dict[str, Any]:

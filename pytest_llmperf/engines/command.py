@@ -35,6 +35,9 @@ class CommandEngine(Engine):
     )  # fmt: skip
 
     def check_fields(self, where: str, fields: Mapping[str, Any]) -> None:
+        if fields.get("url") is not None:
+            super().check_fields(where, fields)  # attached: no command to check
+            return
         command = fields["command"]
         if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
             raise ProfileError(
@@ -53,11 +56,6 @@ class CommandEngine(Engine):
                 f"{where}, field 'command': no {{port}} placeholder, so the server cannot be told the "
                 "free port the plugin picked and would never be found ready. Pass it the way the "
                 'server takes it, e.g. ["my-server", "--host", "{host}", "--port", "{port}"].'
-            )
-        if fields.get("url") is not None:
-            raise ProfileError(
-                f"{where}, field 'url': only used with engine = \"remote\"; remove it or set "
-                'engine = "remote" (and remove command).'
             )
 
     def command(self, profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
