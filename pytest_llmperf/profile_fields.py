@@ -282,6 +282,13 @@ FIELD_HELP: dict[str, str] = {
         "to `ready_timeout_s`, the fingerprint comes from its own `/server_info`, and its "
         "hardware key is `remote`"
     ),
+    "router": (
+        "SGLang's router in front of data-parallel workers: `{ workers = 2, policy = "
+        '"round_robin" }` launches the workers and the router (`sglang-router` from PyPI, in '
+        "`python`, or the table's own `python`); with a `url`, the url is a router someone else "
+        "runs, whose workers are asked for (`router = {}`). Also `args`: more router flags. "
+        "See *Scale out*"
+    ),
     "speculative": (
         "whether the server speculates (pairs it with its base for the speedup analysis): "
         "`--speculative-algorithm` in the args (`sglang`, `sim`, `command`), "

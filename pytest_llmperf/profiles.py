@@ -25,11 +25,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmperf import engines
+from pytest_llmperf import engines, topology
 from pytest_llmperf import profile_fields as fields
 from pytest_llmperf.core.lengths import Lengths
 from pytest_llmperf.engines import Engine
 from pytest_llmperf.errors import ProfileError
+from pytest_llmperf.topology import RouterSpec
 
 if TYPE_CHECKING:
     from pytest_llmperf.core.schedule import Arrivals
@@ -93,6 +94,7 @@ DEFAULTS: dict[str, Any] = {
     "slo_percentile": 99.0,
     "trace": None,
     "time_scale": 1.0,
+    "router": None,
 }
 PROFILE_FIELDS = ("extends", *DEFAULTS)
 
@@ -183,6 +185,8 @@ class Profile:
     #: relative to the profiles file; ``time_scale`` stretches (> 1) or compresses its times.
     trace: str | None = None
     time_scale: float = 1.0
+    #: SGLang's router in front of data-parallel workers (pytest_llmperf/topology.py).
+    router: RouterSpec | None = None
     extends: str | None = None
     #: Set on the second copy of a base profile under --perf-aba (A/B/A): its points are
     #: measured for the drift between the two base measurements, not gated.
@@ -427,6 +431,7 @@ def _as_fields(profile: Profile) -> dict[str, Any]:
     fields["slo"] = dict(profile.slo)
     fields["token_id_range"] = list(profile.token_id_range) if profile.token_id_range else None
     fields["command"] = list(profile.command) if profile.command is not None else None
+    fields["router"] = profile.router.as_table() if profile.router else None
     return fields
 
 
@@ -452,7 +457,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
     taken = {
         key: fields.CONVERSIONS.get(key, lambda v: v)(f[key])
         for key in DEFAULTS
-        if key not in ("extra_args", "speculative", "output_len", "input_len")
+        if key not in ("extra_args", "speculative", "output_len", "input_len", "router")
     }
     return Profile(
         name=name,
@@ -462,6 +467,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         output_len=round(output.mean),
         output_lengths=None if output.is_fixed else output,
         input_len=input_len,
+        router=topology.router(where, f["router"], f["engine"], f["url"]),
         extends=parent,
     )
 

@@ -2,6 +2,7 @@
 # Install the real SGLang, unmodified from PyPI, so that it serves on this machine's CPU:
 #   .sglang/venv/           sglang==$SGLANG and its dependencies (torch's CUDA build, which runs on
 #                           a CPU): about 11 GB, 3 min the first time (pip's cache makes it faster)
+#                           and sglang-router==$SGLANG_ROUTER (SGLang's router, 30 MB)
 #   .sglang/lib/libcuda.so.1  a stub built from scripts/libcuda-stub.c: PyPI's sglang-kernel needs
 #                           libcuda.so.1 to load, even on the CPU path that never calls it
 #   .sglang/models/tiny-llama a 5 M-parameter random-weight Llama with a locally trained tokenizer
@@ -17,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD/.sglang"
 SGLANG=0.5.23
+SGLANG_ROUTER=0.3.2
 NEEDED_GB=14
 
 say() { echo "install-sglang-cpu: $*" >&2; }
@@ -39,6 +41,18 @@ if ! have_sglang; then
     | grep -v "is ignored: it is neither a file nor a directory" >&2 || true
   have_sglang || { say "pip did not install sglang==$SGLANG (see above)"; exit 1; }
   say "installed in $((SECONDS - START)) s"
+fi
+
+# SGLang's router (the sglang-router wheel: a Rust binary for manylinux, 30 MB, no dependencies
+# beyond the venv's), for the router profile sglang-cpu-dp2 (pytest_llmperf/servers/router.py).
+have_router() {
+  "$ROOT/venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('sglang-router') != '$SGLANG_ROUTER')" 2>/dev/null
+}
+if ! have_router; then
+  START=$SECONDS
+  "$ROOT/venv/bin/python" -m pip install -q --disable-pip-version-check "sglang-router==$SGLANG_ROUTER" >&2
+  have_router || { say "pip did not install sglang-router==$SGLANG_ROUTER (see above)"; exit 1; }
+  say "sglang-router $SGLANG_ROUTER installed in $((SECONDS - START)) s"
 fi
 
 STUB="$ROOT/lib/libcuda.so.1"
@@ -68,6 +82,7 @@ fi
 python3 scripts/sglang_releases.py fetch "$ROOT/releases"
 
 echo "sglang:  $("$ROOT/bin/python" -c 'import importlib.metadata as m; print(m.version("sglang"))') in $ROOT/venv ($(du -sh "$ROOT/venv" | cut -f1))"
+echo "router:  sglang-router $SGLANG_ROUTER"
 echo "python:  $ROOT/bin/python"
 echo "model:   $MODEL"
 echo "releases: $(ls "$ROOT/releases" | sort -V | tr '\n' ' ')"

@@ -85,3 +85,10 @@ def adaptive(version: str, questions: list[dict[str, Any]]) -> list[dict[str, An
     require(ROOT / "releases" / version / "sglang")
     answers: list[dict[str, Any]] = _ask_release(version, "adaptive", json.dumps(questions))
     return answers
+
+
+def require_router() -> None:
+    """SGLang's router (sglang-router, installed beside SGLang by the same script)."""
+    require(PYTHON)
+    found = list((ROOT / "venv" / "lib").glob("python*/site-packages/sglang_router"))
+    require(found[0] if found else ROOT / "venv" / "lib" / "sglang_router")

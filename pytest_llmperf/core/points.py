@@ -137,7 +137,8 @@ class MeasuredPoint(Point):
     #: counters over them (``/metrics``; None when it serves none).
     wall_s: float = 0.0
     counters: dict[str, float] | None = None
-    counters_at_start: dict[str, float] | None = field(default=None, repr=False)
+    #: Each server's /metrics counters (by URL: a router's workers each) before the point.
+    counters_at_start: dict[str, dict[str, float]] | None = field(default=None, repr=False)
 
     @property
     def values(self) -> tuple[float, ...]:

@@ -92,11 +92,15 @@ class Fingerprint:
 
 
 def take(
-    profile: Profile, server_info: dict[str, Any], command: list[str] | None = None
+    profile: Profile,
+    server_info: dict[str, Any],
+    command: list[str] | None = None,
+    topology: Mapping[str, Any] | None = None,
 ) -> Fingerprint:
     """The server's fingerprint (each point adds its workload definition as a hard key);
-    ``command`` is the launched command line (none when attached). What each part is comes
-    from the profile's engine (pytest_llmperf/engines/)."""
+    ``command`` is the launched command line (none when attached), ``topology`` how several
+    servers make one (a router: its policy, worker count and DP size are hard keys, its version
+    soft). What each part is comes from the profile's engine (pytest_llmperf/engines/)."""
     engine = profile.kind
     hardware = engine.hardware(profile)
     server_args, other, profile_keys = engine.fingerprint_args(server_info, profile)
@@ -106,10 +110,15 @@ def take(
         "model": profile.model,
         "server_args": server_args,
     }
+    if topology:
+        hard["topology"] = {
+            k: v for k, v in topology.items() if k in ("router", "policy", "workers", "dp_size")
+        }
     soft: dict[str, Any] = {
         "server_args": other,
         "server_version": engine.server_version(server_info),
         "server_binary": engine.binary(command) if command else None,
+        "router_version": (topology or {}).get("router_version"),
         "pytest_llmperf": __version__,
         "python": platform.python_version(),
         "packages": installed_versions(),

@@ -25,7 +25,9 @@ TOP_FIELDS = {
     "fingerprint": "per profile: `hard` keys (a golden with others is INCOMPARABLE), `soft` keys "
     "(versions and other server fields, diffed, never blocking) and the `comparability_hash`",
     "profiles": "per profile, how its server ran: engine, model, api, args, env (secrets "
-    "masked), launch_id, attached, base_url, log, server_info (what it said of itself)",
+    "masked), launch_id, attached, base_url, log, server_info (what it said of itself); behind "
+    "a router also topology (router, policy, workers, dp_size, router_version) and workers (each "
+    "worker's url, version, server_info summary and log)",
     "points": "every measured point, and every figure checked on its runs (below)",
     "speculative": "per speculative profile measured with its base in the run: speedup per "
     "level with its 95 % interval, crossover, cut-off advice and the speedup gate's verdicts",

@@ -80,6 +80,10 @@ class ServerHandle:
     redactor: Redactor = field(default_factory=Redactor, repr=False)
     #: Copies the server's output to its log with the secrets masked (None: straight to the file).
     log_writer: RedactingLog | None = field(default=None, repr=False)
+    #: Behind a router: its workers (launched ones are stopped with it; servers/router.py).
+    workers: list[ServerHandle] = field(default_factory=list)
+    #: How the servers are arranged (router, policy, workers, DP size): hard fingerprint keys.
+    topology: dict[str, Any] = field(default_factory=dict)
 
     def note_shm_files(self) -> None:
         """Remember the /dev/shm files the server's process tree holds now."""
@@ -118,6 +122,31 @@ class ServerHandle:
                 "base_url": self.base_url,
                 "log": str(self.log_path) if self.log_path else None,
                 "server_info": self.info,
+                **({"topology": self.topology} if self.topology else {}),
+                **(
+                    {"workers": [w.describe_worker() for w in self.workers]} if self.workers else {}
+                ),
+            }
+        )
+
+    def describe_worker(self) -> dict[str, Any]:
+        """One worker behind a router: its URL, version and what its /server_info says that
+        decides its speed."""
+        from pytest_llmperf.engines.base import sglang_info
+
+        info = sglang_info(self.info)
+        summary = {
+            key: info[key]
+            for key in ("model_path", "tp_size", "dp_size", "attention_backend",
+                        "speculative_algorithm", "max_running_requests")
+            if key in info
+        }  # fmt: skip
+        return self.redactor.data(
+            {
+                "url": self.base_url,
+                "version": info.get("version"),
+                "server_info": summary,
+                "log": str(self.log_path) if self.log_path else None,
             }
         )
 
@@ -138,10 +167,16 @@ class ServerHandle:
         return None if self.process is None else self.process.poll()
 
     def ensure_alive(self, when: str) -> None:
-        """Raise ServerDiedError, with the log's tail, if the launched process has exited."""
+        """Raise ServerDiedError, with the log's tail, if the launched process (or one of the
+        launched workers behind it) has exited."""
         code = self.exit_code()
         if code is not None:
             raise self.failure(ServerDiedError, f"exited with code {code} {when}")
+        for worker in self.workers:
+            code = worker.exit_code()
+            if code is not None:
+                self.died = f"its worker {worker.base_url} exited with code {code} {when}"
+                raise worker.failure(ServerDiedError, f"exited with code {code} {when}")
 
     def failure(
         self, error: type[ServerError], what: str, *, with_command: bool = False
@@ -159,32 +194,46 @@ class ServerHandle:
         )
 
 
-def launch(profile: Profile, run_dir: Path) -> ServerHandle:
+def launch(
+    profile: Profile,
+    run_dir: Path,
+    *,
+    command_for: Callable[[str, int], list[str]] | None = None,
+    log_name: str | None = None,
+) -> ServerHandle:
     """Start the profile's server in its own process group; return without waiting.
+
+    ``command_for(host, port)`` starts another program for the profile instead (SGLang's router
+    in front of its workers: servers/router.py), logged as ``log_name``.
 
     ``${NAME}`` references are taken from the environment here, and only here: the handle keeps
     the profile as written, and every file about the launch has the secrets masked."""
     engine = profile.kind
     host = profile.host
     port = free_port(host)
-    prepared = engine.prepare(profile)
-    profile, notes = prepared.profile, list(prepared.notes)
+    notes: list[str] = []
+    version = None
+    if command_for is None:
+        prepared = engine.prepare(profile)
+        profile, notes, version = prepared.profile, list(prepared.notes), prepared.version
     try:
         resolved = resolve(profile)
     except ProfileError as exc:
         raise ServerStartError(str(exc)) from None
     expanded, redactor = resolved.profile, resolved.redactor
-    notes += engine.preflight(profile, expanded.env)
-    command = build_command(expanded, host, port, run_dir)
-    log_path = confined(run_dir, f"{profile.name}.log")
+    if command_for is None:
+        notes += engine.preflight(profile, expanded.env)
+        command = build_command(expanded, host, port, run_dir)
+    else:
+        command = command_for(host, port)
+    name = log_name or profile.name
+    log_path = confined(run_dir, f"{name}.log")
     run_dir.mkdir(parents=True, exist_ok=True)
-    _write_command(confined(run_dir, f"{profile.name}.cmd"), command, expanded, redactor)
+    _write_command(confined(run_dir, f"{name}.cmd"), command, expanded, redactor)
     from pytest_llmperf.engines import shm
 
     shm_at_launch, launched_at = shm.snapshot(), time.time()
-    process, writer = _spawn(
-        profile.name, command, engine.environment(expanded), log_path, redactor
-    )
+    process, writer = _spawn(name, command, engine.environment(expanded), log_path, redactor)
     url_host = f"[{host}]" if ":" in host else host
     handle = ServerHandle(
         profile,
@@ -193,7 +242,7 @@ def launch(profile: Profile, run_dir: Path) -> ServerHandle:
         command=command,
         log_path=log_path,
         notes=notes,
-        sglang_version=prepared.version,
+        sglang_version=version,
         shm_at_launch=shm_at_launch,
         launched_at=launched_at,
         api_key=resolved.api_key,
@@ -366,7 +415,17 @@ def readiness_problem(url: str, headers: dict[str, str], timeout_s: float = 30.0
 
 def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
     """SIGTERM the group (SGLang: its launcher), wait ``shutdown_timeout_s``, SIGKILL whatever is
-    left, reap, and remove the /dev/shm files it left (engines/shm.py)."""
+    left, reap, and remove the /dev/shm files it left (engines/shm.py). A router first, then
+    each of its launched workers."""
+    try:
+        _stop_one(handle, grace_s)
+    finally:
+        for worker in handle.workers:
+            _stop_one(worker, grace_s)
+            handle.notes += worker.notes
+
+
+def _stop_one(handle: ServerHandle, grace_s: float | None) -> None:
     import psutil  # lazily: only a launched server needs it
 
     process = handle.process

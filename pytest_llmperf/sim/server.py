@@ -580,4 +580,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     rank_log.addHandler(ranks)
     rank_log.propagate = False
+    logging.getLogger("aiohttp.server").addFilter(_as_uvicorn_says_it)
     return asyncio.run(serve(args, unmodeled))
+
+
+def _as_uvicorn_says_it(record: logging.LogRecord) -> bool:
+    """A request that is not HTTP/1 (SGLang's router probes each worker with an HTTP/2 preface,
+    ``PRI * HTTP/2.0``): uvicorn logs one warning line, aiohttp a traceback; say it as SGLang's
+    uvicorn does."""
+    error = record.exc_info[1] if record.exc_info else None
+    if error is not None and type(error).__name__ == "BadHttpMessage":
+        record.msg, record.args, record.exc_info, record.exc_text = (
+            "WARNING:  Invalid HTTP request received.", (), None, None,
+        )  # fmt: skip
+    return True

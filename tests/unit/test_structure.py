@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_llmperf"
 LAYERS = (
     {"core"},
     {"errors", "files", "engines", "sim"},
-    {"profiles", "profile_fields", "secrets", "settings"},
+    {"profiles", "profile_fields", "secrets", "settings", "topology"},
     {"load", "servers", "golden", "render", "history"},
     {"selection", "preflight", "plan", "progress", "session"},
     {"fixtures"},
