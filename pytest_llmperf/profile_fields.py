@@ -289,6 +289,17 @@ FIELD_HELP: dict[str, str] = {
         "runs, whose workers are asked for (`router = {}`). Also `args`: more router flags. "
         "See *Scale out*"
     ),
+    "launcher": (
+        '`"local"` (a process on this machine) or `"srun"`: one rank per node through Slurm, '
+        "inside the allocation pytest runs in (`salloc`, `sbatch`) or one srun requests; every "
+        "rank gets `--nnodes`, `--node-rank $SLURM_NODEID` and `--dist-init-addr` (the first "
+        "node); requests go to rank 0; teardown cancels the job step. See *Scale out*"
+    ),
+    "nodes": ('`launcher = "srun"`: the number of nodes, one rank each'),
+    "srun_args": (
+        '`launcher = "srun"`: more srun options, e.g. `["--partition=gpu", '
+        '"--gpus-per-node=8", "--time=60"]`'
+    ),
     "speculative": (
         "whether the server speculates (pairs it with its base for the speedup analysis): "
         "`--speculative-algorithm` in the args (`sglang`, `sim`, `command`), "

@@ -95,6 +95,9 @@ DEFAULTS: dict[str, Any] = {
     "trace": None,
     "time_scale": 1.0,
     "router": None,
+    "launcher": "local",
+    "nodes": 1,
+    "srun_args": [],
 }
 PROFILE_FIELDS = ("extends", *DEFAULTS)
 
@@ -187,6 +190,11 @@ class Profile:
     time_scale: float = 1.0
     #: SGLang's router in front of data-parallel workers (pytest_llmperf/topology.py).
     router: RouterSpec | None = None
+    #: "local" (a process on this machine) or "srun": one rank per node through Slurm
+    #: (servers/srun.py), ``nodes`` of them, with ``srun_args`` (partition, GPUs, time, …).
+    launcher: str = "local"
+    nodes: int = 1
+    srun_args: tuple[str, ...] = ()
     extends: str | None = None
     #: Set on the second copy of a base profile under --perf-aba (A/B/A): its points are
     #: measured for the drift between the two base measurements, not gated.
@@ -432,6 +440,7 @@ def _as_fields(profile: Profile) -> dict[str, Any]:
     fields["token_id_range"] = list(profile.token_id_range) if profile.token_id_range else None
     fields["command"] = list(profile.command) if profile.command is not None else None
     fields["router"] = profile.router.as_table() if profile.router else None
+    fields["srun_args"] = list(profile.srun_args)
     return fields
 
 
@@ -457,7 +466,17 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
     taken = {
         key: fields.CONVERSIONS.get(key, lambda v: v)(f[key])
         for key in DEFAULTS
-        if key not in ("extra_args", "speculative", "output_len", "input_len", "router")
+        if key
+        not in (
+            "extra_args",
+            "speculative",
+            "output_len",
+            "input_len",
+            "router",
+            "launcher",
+            "nodes",
+            "srun_args",
+        )
     }
     return Profile(
         name=name,
@@ -468,6 +487,7 @@ def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Prof
         output_lengths=None if output.is_fixed else output,
         input_len=input_len,
         router=topology.router(where, f["router"], f["engine"], f["url"]),
+        **topology.launcher(where, f),
         extends=parent,
     )
 

@@ -1,4 +1,5 @@
-"""A profile's servers beyond one process: SGLang's router in front of data-parallel workers.
+"""A profile's servers beyond one process: SGLang's router in front of data-parallel workers,
+and one model over several nodes launched through Slurm (``launcher = "srun"``).
 
 ``router = { workers = 2, policy = "round_robin" }`` launches two workers from the profile
 (each its own process on its own free port, as the profile alone would be launched) and
@@ -92,3 +93,52 @@ def router(where: str, value: Any, engine: str, url: str | None) -> RouterSpec |
                 f"{' and use the policy key' if flag == '--policy' else ''}."
             )
     return RouterSpec(workers, policy, python, tuple(args))
+
+
+#: Flags the srun launcher sets on every rank (servers/srun.py).
+RANK_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
+#: srun options the launcher sets itself.
+SRUN_OWN = ("--nodes", "-N", "--ntasks", "-n", "--ntasks-per-node", "--label", "--job-name", "-J")
+
+
+def launcher(where: str, f: dict[str, Any]) -> dict[str, Any]:
+    """``launcher``, ``nodes`` and ``srun_args`` checked together; the Profile's fields."""
+    kind, nodes, args = f["launcher"], f["nodes"], f["srun_args"]
+    if kind not in ("local", "srun"):
+        raise ProfileError(
+            f"{where}, field 'launcher': got {kind!r}; expected \"local\" (the default: a "
+            'process on this machine) or "srun" (one rank per node through Slurm).'
+        )
+    if not (isinstance(nodes, int) and not isinstance(nodes, bool) and nodes >= 1):
+        raise ProfileError(f"{where}, field 'nodes': got {nodes!r}; expected a positive integer.")
+    if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+        raise ProfileError(
+            f"{where}, field 'srun_args': got {args!r}; expected a list of srun options, e.g. "
+            '["--partition=gpu", "--gpus-per-node=8", "--time=60"].'
+        )
+    if kind == "local" and (nodes > 1 or args):
+        field = "nodes" if nodes > 1 else "srun_args"
+        raise ProfileError(
+            f"{where}, field '{field}': only used with launcher = \"srun\" (a local server runs "
+            'on one machine); set launcher = "srun" or remove it.'
+        )
+    if kind == "srun":
+        if f["engine"] not in ROUTED_ENGINES:
+            raise ProfileError(
+                f"{where}, field 'launcher': \"srun\" starts SGLang's ranks (--nnodes, "
+                f"--node-rank, --dist-init-addr); this profile has engine = {f['engine']!r}. Use "
+                'engine = "sglang" (or "sim").'
+            )
+        if f["url"] is not None or f["router"] is not None:
+            raise ProfileError(
+                f"{where}, field 'launcher': \"srun\" launches the server; a profile with a "
+                f"{'url' if f['url'] is not None else 'router'} cannot also; remove one."
+            )
+        for flag in (*RANK_FLAGS, *SRUN_OWN):
+            table = "args" if flag in RANK_FLAGS else "srun_args"
+            if any(a.split("=", 1)[0] == flag for a in (f["args"] if table == "args" else args)):
+                raise ProfileError(
+                    f"{where}, field '{table}': {flag} is set by the srun launcher (from "
+                    "nodes and the allocation); remove it."
+                )
+    return {"launcher": kind, "nodes": nodes, "srun_args": tuple(args)}

@@ -84,6 +84,9 @@ class ServerHandle:
     workers: list[ServerHandle] = field(default_factory=list)
     #: How the servers are arranged (router, policy, workers, DP size): hard fingerprint keys.
     topology: dict[str, Any] = field(default_factory=dict)
+    #: launcher = "srun": the job step's name, whether srun requested the job, rank 0's
+    #: ``JOB.STEP`` once known (servers/srun.py).
+    slurm: dict[str, Any] | None = None
 
     def note_shm_files(self) -> None:
         """Remember the /dev/shm files the server's process tree holds now."""
@@ -221,23 +224,38 @@ def launch(
     except ProfileError as exc:
         raise ServerStartError(str(exc)) from None
     expanded, redactor = resolved.profile, resolved.redactor
-    if command_for is None:
+    launch_id = uuid.uuid4().hex[:12]
+    name = log_name or profile.name
+    env = engine.environment(expanded)
+    slurm: dict[str, Any] | None = None
+    if command_for is not None:
+        command = command_for(host, port)
+    elif profile.launcher == "srun":  # the GPUs are on the allocation's nodes: no preflight here
+        from pytest_llmperf.servers import srun
+
+        command, extra = srun.wrap(
+            build_command(expanded, host, port, run_dir), profile, run_dir, name, launch_id,
+            dist_port=free_port(host),
+        )  # fmt: skip
+        env.update(extra)
+        slurm = {"name": name, "run_dir": run_dir, "port": port, "requested": not srun.in_allocation(),
+                 "step_name": srun.step_name(profile, launch_id), "step": None}  # fmt: skip
+    else:
         notes += engine.preflight(profile, expanded.env)
         command = build_command(expanded, host, port, run_dir)
-    else:
-        command = command_for(host, port)
-    name = log_name or profile.name
     log_path = confined(run_dir, f"{name}.log")
     run_dir.mkdir(parents=True, exist_ok=True)
     _write_command(confined(run_dir, f"{name}.cmd"), command, expanded, redactor)
     from pytest_llmperf.engines import shm
 
     shm_at_launch, launched_at = shm.snapshot(), time.time()
-    process, writer = _spawn(name, command, engine.environment(expanded), log_path, redactor)
+    process, writer = _spawn(name, command, env, log_path, redactor)
     url_host = f"[{host}]" if ":" in host else host
     handle = ServerHandle(
         profile,
         f"http://{url_host}:{port}",
+        launch_id=launch_id,
+        slurm=slurm,
         process=process,
         command=command,
         log_path=log_path,
@@ -322,6 +340,8 @@ def wait_ready(
                     f"exited with code {code} while loading ({elapsed:.1f} s after launch)",
                     with_command=True,
                 )
+            if handle.slurm is not None and handle.slurm["step"] is None:
+                url = _find_rank0(handle) or url
             try:
                 if client.get(url).status_code == 200:
                     handle.note_shm_files()
@@ -341,6 +361,22 @@ def wait_ready(
                     f"{profile.name}: {profile.kind.loading_stage(handle.log_path) or 'starting'}, {elapsed:.0f} s"
                 )
             time.sleep(poll_s)
+
+
+def _find_rank0(handle: ServerHandle) -> str | None:
+    """launcher = "srun": once rank 0 said where it runs, its step, and its URL when the server
+    listens on every interface (the health URL to poll; None while rank 0 has not started)."""
+    from pytest_llmperf.servers import srun
+
+    assert handle.slurm is not None
+    found = srun.rank0(handle.slurm["run_dir"], handle.slurm["name"])
+    if found is None:
+        return None
+    address, handle.slurm["step"] = found
+    if handle.profile.host in ("0.0.0.0", "::"):
+        host = f"[{address}]" if ":" in address else address
+        handle.base_url = f"http://{host}:{handle.slurm['port']}"
+    return handle.base_url + handle.profile.readiness_path
 
 
 def wait_for_health(url: str, path: str = "/health", timeout_s: float = 20.0) -> None:
@@ -432,6 +468,15 @@ def _stop_one(handle: ServerHandle, grace_s: float | None) -> None:
     if process is None:
         return
     grace_s = handle.profile.shutdown_timeout_s if grace_s is None else grace_s
+    if handle.slurm is not None:  # every rank on every node, not only the local srun
+        from pytest_llmperf.servers import srun
+
+        slurm = handle.slurm
+        if slurm["step"] is None:
+            _find_rank0(handle)
+        handle.notes += srun.cancel(
+            slurm["step"], slurm["requested"], slurm["step_name"], timeout_s=grace_s + 30
+        )
     handle.note_shm_files()
     try:
         # Snapshot before signalling: children that escaped the group (setsid, reparented to
@@ -482,7 +527,10 @@ def _stop_one(handle: ServerHandle, grace_s: float | None) -> None:
         shm.remove_leftovers(
             handle.shm_files | shm.created_since(handle.shm_at_launch, handle.launched_at)
         )
-    handle.notes += engine.after_stop(handle.profile, [process.pid, *(p.pid for p in descendants)])
+    if handle.slurm is None:  # an srun's ranks ran on the allocation's nodes
+        handle.notes += engine.after_stop(
+            handle.profile, [process.pid, *(p.pid for p in descendants)]
+        )
 
 
 def _signal_group(pgid: int, sig: int) -> None:

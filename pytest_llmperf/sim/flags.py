@@ -89,6 +89,9 @@ def _sglang_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-server-warmup", action="store_true")
     p.add_argument("--enable-metrics", action="store_true")
     p.add_argument("--log-level", default="info")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--dist-init-addr", default=None)
 
 
 def release_parser(release: dict[str, Any]) -> argparse.ArgumentParser:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from aiohttp import web
@@ -52,3 +53,15 @@ async def start_stream(request: web.Request) -> web.StreamResponse:
     )
     await resp.prepare(request)
     return resp
+
+
+def as_uvicorn_says_it(record: logging.LogRecord) -> bool:
+    """A request that is not HTTP/1 (SGLang's router probes each worker with an HTTP/2 preface,
+    ``PRI * HTTP/2.0``): uvicorn logs one warning line, aiohttp a traceback; say it as SGLang's
+    uvicorn does."""
+    error = record.exc_info[1] if record.exc_info else None
+    if error is not None and type(error).__name__ == "BadHttpMessage":
+        record.msg, record.args, record.exc_info, record.exc_text = (
+            "WARNING:  Invalid HTTP request received.", (), None, None,
+        )  # fmt: skip
+    return True

@@ -33,7 +33,15 @@ from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.sim import openai, textgen
 from pytest_llmperf.sim.engine import Engine, Faults, SimRequest
 from pytest_llmperf.sim.flags import parse_args
-from pytest_llmperf.sim.http import RequestFailed, error, event, is_ids, json_body, start_stream
+from pytest_llmperf.sim.http import (
+    RequestFailed,
+    as_uvicorn_says_it,
+    error,
+    event,
+    is_ids,
+    json_body,
+    start_stream,
+)
 from pytest_llmperf.sim.model import (
     SPEC_MAX_RUNNING_REQUESTS,
     CostModel,
@@ -517,9 +525,15 @@ async def serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
 
 
 async def _serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
+    from pytest_llmperf.sim import ranks
+
+    code, rendezvous = await ranks.join(args.nnodes, args.node_rank, args.dist_init_addr)
+    if code is not None:
+        return code
     server = SimServer(args, unmodeled)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    watch = ranks.exit_when_lost(rendezvous)  # noqa: F841 - kept alive while serving
     scheduler = asyncio.create_task(server.engine.run())
     await server.load()
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
@@ -560,6 +574,8 @@ async def _serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
     log.info(READY_LINE)
     await stop.wait()
     log.info("SIGTERM received. Shutting down the simulated server.")
+    if rendezvous is not None:
+        rendezvous.release()
     scheduler.cancel()
     await runner.cleanup()
     return 0
@@ -580,17 +596,5 @@ def main(argv: list[str] | None = None) -> int:
     )
     rank_log.addHandler(ranks)
     rank_log.propagate = False
-    logging.getLogger("aiohttp.server").addFilter(_as_uvicorn_says_it)
+    logging.getLogger("aiohttp.server").addFilter(as_uvicorn_says_it)
     return asyncio.run(serve(args, unmodeled))
-
-
-def _as_uvicorn_says_it(record: logging.LogRecord) -> bool:
-    """A request that is not HTTP/1 (SGLang's router probes each worker with an HTTP/2 preface,
-    ``PRI * HTTP/2.0``): uvicorn logs one warning line, aiohttp a traceback; say it as SGLang's
-    uvicorn does."""
-    error = record.exc_info[1] if record.exc_info else None
-    if error is not None and type(error).__name__ == "BadHttpMessage":
-        record.msg, record.args, record.exc_info, record.exc_text = (
-            "WARNING:  Invalid HTTP request received.", (), None, None,
-        )  # fmt: skip
-    return True

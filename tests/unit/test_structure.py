@@ -18,7 +18,7 @@ LAYERS = (
     {"load", "servers", "golden", "render", "history"},
     {"selection", "preflight", "plan", "progress", "session"},
     {"fixtures"},
-    {"plugin", "__main__", "scaffold"},
+    {"plugin", "__main__", "scaffold", "merge"},
 )
 #: Rules the layers alone do not say: renderers take what they need, not the options.
 FORBIDDEN = {("render", "settings"), ("sim", "engines"), ("engines", "profiles")}
