@@ -130,7 +130,7 @@ def report(merged: dict[str, Any]) -> str:
             golden = (point.get("golden") or {}).get("mean")
             delta = f"{(mean / golden - 1) * 100:+.1f}" if mean and golden else "-"
             lines.append(
-                f"| {point['profile']} | `{point['test']}` | {point['metric']} | "
+                f"| {point['profile']} | `{point.get('key') or point['test']}` | {point['metric']} | "
                 f"{_fmt(mean)} | {_fmt(golden)} | {delta} | {point.get('verdict')} |"
             )
         lines.append("")
@@ -190,7 +190,8 @@ def _point_record(run_id: str, at: float, point: dict[str, Any]) -> dict[str, An
     if not samples:
         samples = [{metric: v} for v in point.get("values") or []]
     return {
-        "kind": "point", "run_id": run_id, "profile": point["profile"], "key": point["test"],
+        "kind": "point", "run_id": run_id, "profile": point["profile"],
+        "key": point.get("key") or point["test"],
         "test": point["test"], "concurrency": point.get("concurrency") or 0, "metric": metric,
         "lower_is_better": lower_is_better(metric), "measured_at": at,
         "verdict": point.get("verdict"), "ratio": point.get("ratio"),

@@ -196,6 +196,7 @@ class MeasuredPoint(Point):
             {
                 "profile": self.profile,
                 "test": self.test,
+                "key": self.key,
                 "concurrency": self.concurrency,
                 "rate": self.rate,
                 "sustainable": self.sustainable if self.rate is not None else None,

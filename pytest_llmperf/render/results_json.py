@@ -39,6 +39,8 @@ TOP_FIELDS = {
 POINT_FIELDS = {
     "profile": "the profile measured",
     "test": "the pytest node id of the test that measured the point",
+    "key": "the point's key in its golden file and in the history (the node id without the "
+    "profile, with the level: `test_throughput.py::test_output_throughput[C=70]`)",
     "concurrency": "C, the requests kept in flight (at a rate level: its max_concurrency, 0 "
     "without one)",
     "rate": "an open-loop rate level's requests/s (null in a closed loop)",

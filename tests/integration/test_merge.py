@@ -2,7 +2,8 @@
 as one results file, one report with each leg's points under its hardware, one history upload.
 
 Two legs here: the same profile name measured by a launched simulated engine (hardware key
-``sim``) and, on "another runner", by a remote server (hardware key ``remote``)."""
+``sim``) and, on "another runner", by a remote server (an attached SGLang-like server: hardware
+key ``remote``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from tests.helpers import FAST_SIM_ARGS, THROUGHPUT_SUITE, start_sim
 FAST = ", ".join(f'"{a}"' for a in FAST_SIM_ARGS)
 BODY = """
 [profiles.base]
-engine = "sim"
 {where}
 concurrency = [2]
 runs = 2
@@ -36,10 +36,10 @@ def leg(pytester, name: str, where: str) -> None:
 def test_two_legs_on_different_hardware_merge_into_one_report_and_history(pytester):
     pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-    leg(pytester, "gpu-a", f"args = [{FAST}]")
+    leg(pytester, "gpu-a", f'engine = "sim"\nargs = [{FAST}]')
     server = start_sim()
     try:
-        leg(pytester, "gpu-b", f'url = "{server.url}"')
+        leg(pytester, "gpu-b", f'engine = "sglang"\nurl = "{server.url}"')
     finally:
         server.stop()
 
