@@ -149,6 +149,15 @@ def write_profiles(
     return marker
 
 
+def project_with(pytester: pytest.Pytester, profiles: str, suite: str | None = None) -> None:
+    """A pytester project: ``profiles`` (TOML text, dedented) as its profiles file and, when
+    given, ``suite`` as test_perf.py."""
+    pytester.makefile(".toml", profiles=textwrap.dedent(profiles))
+    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+    if suite is not None:
+        pytester.makepyfile(test_perf=suite)
+
+
 THROUGHPUT_SUITE = """
 def test_output_throughput(llmperf, llm_concurrency):
     point = llmperf.measure(concurrency=llm_concurrency)

@@ -10,11 +10,16 @@ crossover is C = 4."""
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 
-from tests.helpers import FAST_SIM_ARGS, SPEEDUP_SUITE, THROUGHPUT_SUITE, start_paced
+from tests.helpers import (
+    FAST_SIM_ARGS,
+    SPEEDUP_SUITE,
+    THROUGHPUT_SUITE,
+    project_with,
+    start_paced,
+)
 
 PACED = """
 [profiles.remote-base]
@@ -51,9 +56,7 @@ def test_two_remote_servers_in_one_session_give_the_true_speedup_and_crossover(
     pytester, paced_pair
 ):
     base, spec = paced_pair
-    pytester.makefile(".toml", profiles=PACED.format(base=base.url, spec=spec.url))
-    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
-    pytester.makepyfile(test_perf=SPEEDUP_SUITE)
+    project_with(pytester, PACED.format(base=base.url, spec=spec.url), SPEEDUP_SUITE)
     result = pytester.runpytest(
         "--llm-profile",
         "remote-base,remote-spec",
@@ -86,9 +89,9 @@ def test_a_remote_profile_runs_beside_a_launched_one(pytester):
     server = start_paced(5.0, 1)
     try:
         fast = ", ".join(f'"{a}"' for a in FAST_SIM_ARGS)
-        pytester.makefile(
-            ".toml",
-            profiles=textwrap.dedent(f"""
+        project_with(
+            pytester,
+            f"""
             [profiles.launched]
             engine = "sim"
             args = [{fast}]
@@ -107,10 +110,9 @@ def test_a_remote_profile_runs_beside_a_launched_one(pytester):
             runs = 2
             output_len = 16
             min_requests = 4
-            """),
+            """,
+            THROUGHPUT_SUITE,
         )
-        pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
-        pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
         result = pytester.runpytest(
             "--llm-profile", "launched,elsewhere", "--perf-update", "--perf-json", "out.json"
         )
@@ -135,9 +137,7 @@ def test_a_remote_profile_runs_beside_a_launched_one(pytester):
     ],
 )
 def test_a_bad_remote_profile_names_the_field(pytester, fields, message):
-    pytester.makefile(".toml", profiles=f"[profiles.bad]\n{fields}\n")
-    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
-    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
+    project_with(pytester, f"[profiles.bad]\n{fields}\n", THROUGHPUT_SUITE)
     result = pytester.runpytest("--llm-profile", "bad")
     assert result.ret != 0
     assert message in result.stderr.str() + result.stdout.str()

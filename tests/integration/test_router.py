@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import textwrap
 import time
 
 import httpx
@@ -19,15 +18,21 @@ import pytest
 
 from pytest_llmperf.servers import metrics
 from tests import sglang_real
-from tests.helpers import FAST_SIM_ARGS, THROUGHPUT_SUITE, processes_with, start_sim
+from tests.helpers import (
+    FAST_SIM_ARGS,
+    THROUGHPUT_SUITE,
+    processes_with,
+    project_with,
+    start_sim,
+)
 
 FAST = ", ".join(f'"{a}"' for a in FAST_SIM_ARGS)
 
 
-def router_project(pytester: pytest.Pytester, marker: str, body: str = "") -> None:
-    pytester.makefile(
-        ".toml",
-        profiles=textwrap.dedent(f"""
+def router_project(pytester: pytest.Pytester, marker: str) -> None:
+    project_with(
+        pytester,
+        f"""
         [profiles.dp2]
         engine = "sim"
         model = "{marker}"
@@ -39,10 +44,8 @@ def router_project(pytester: pytest.Pytester, marker: str, body: str = "") -> No
         min_requests = 8
         ready_timeout_s = 60
         shutdown_timeout_s = 5
-        """)
-        + textwrap.dedent(body),
+        """,
     )
-    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
 
 
 def router_processes(marker: str) -> list[psutil.Process]:
@@ -126,9 +129,9 @@ def test_a_remote_router_s_workers_are_asked_for_and_accept_length_is_token_weig
     )  # fmt: skip
     try:
         _wait_routed(f"http://127.0.0.1:{port}", 2)
-        pytester.makefile(
-            ".toml",
-            profiles=textwrap.dedent(f"""
+        project_with(
+            pytester,
+            f"""
             [profiles.remote-dp2]
             engine = "sglang"
             url = "http://127.0.0.1:{port}"
@@ -139,10 +142,9 @@ def test_a_remote_router_s_workers_are_asked_for_and_accept_length_is_token_weig
             runs = 2
             output_len = 64
             min_requests = 8
-            """),
+            """,
+            THROUGHPUT_SUITE,
         )
-        pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
-        pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
         result = pytester.runpytest(
             "--llm-profile", "remote-dp2", "--perf-update", "--perf-json", "out.json"
         )

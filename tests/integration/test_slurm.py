@@ -10,14 +10,19 @@ import os
 import shutil
 import signal
 import subprocess
-import textwrap
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import FAST_SIM_ARGS, THROUGHPUT_SUITE, ctrl_c_enabled, processes_with
+from tests.helpers import (
+    FAST_SIM_ARGS,
+    THROUGHPUT_SUITE,
+    ctrl_c_enabled,
+    processes_with,
+    project_with,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = ", ".join(f'"{a}"' for a in FAST_SIM_ARGS)
@@ -44,9 +49,9 @@ def slurm_jobs() -> list[str]:
 
 def project(pytester: pytest.Pytester, marker: str, *sim_args: str) -> None:
     extra = "".join(f', "{a}"' for a in sim_args)
-    pytester.makefile(
-        ".toml",
-        profiles=textwrap.dedent(f"""
+    project_with(
+        pytester,
+        f"""
         [profiles.two-node]
         engine = "sim"
         model = "{marker}"
@@ -60,9 +65,8 @@ def project(pytester: pytest.Pytester, marker: str, *sim_args: str) -> None:
         min_requests = 8
         ready_timeout_s = 60
         shutdown_timeout_s = 5
-        """),
+        """,
     )
-    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
 
 
 def assert_nothing_left(marker: str) -> None:
