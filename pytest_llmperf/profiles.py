@@ -239,7 +239,11 @@ class Profile:
 
     @property
     def readiness_path(self) -> str:
-        return self.health_path or self.kind.health_path
+        """What answers 200 once the server serves: ``health_path``, else a router's
+        ``/readiness`` (its workers are healthy), else the engine's."""
+        if self.health_path:
+            return self.health_path
+        return "/readiness" if self.router is not None else self.kind.health_path
 
     @property
     def interpreter(self) -> str:

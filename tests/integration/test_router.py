@@ -135,7 +135,6 @@ def test_a_remote_router_s_workers_are_asked_for_and_accept_length_is_token_weig
             [profiles.remote-dp2]
             engine = "sglang"
             url = "http://127.0.0.1:{port}"
-            health_path = "/health"
             args = ["--speculative-algorithm", "EAGLE3"]
             router = {{ policy = "round_robin" }}
             concurrency = [4]
