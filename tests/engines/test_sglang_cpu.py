@@ -363,6 +363,7 @@ def test_a_server_killed_mid_run_fails_that_test_with_its_log_and_skips_the_rest
             "*The remaining tests of profile cpu are skipped.*",
         ]
     )
+    assert "During handling" not in result.stdout.str()  # said once, not as a chain
 
 
 def loads(url: str) -> dict:

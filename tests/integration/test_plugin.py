@@ -207,6 +207,7 @@ def test_a_server_that_dies_mid_run_fails_that_test_and_skips_the_rest(pytester,
             "SKIPPED*sim-base: the server exited with code 1 while it was being measured; see *sim-base.log",
         ]
     )
+    assert "During handling" not in result.stdout.str()  # said once, not as a chain
 
 
 def test_failed_requests_make_the_point_invalid(pytester, no_leftovers):
