@@ -224,7 +224,7 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester):
         pytester,
         args=[*CPU_ARGS, *OLD_STYLE, "--enable-metrics"],
         concurrency="[1]",
-        runs=5,
+        runs=3,  # recorded with 5; three runs decide both checks (a 60 % throttle, no drift)
         fail_margin=0.35,
     )
     profile = load_profiles(pytester.path / "profiles.toml").profiles["cpu"]
@@ -320,7 +320,10 @@ def wait_for_line(pytester: pytest.Pytester, text: str, timeout_s: float = 240) 
     raise AssertionError(f"{text!r} never appeared in the server's log")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+# SIGTERM (a CI job cancelled): the plugin takes it as it takes Ctrl-C (one interrupt path,
+# each signal checked on the simulated engine in tests/integration/test_lifecycle_faults.py and
+# Ctrl-C through Slurm in test_slurm.py); one real-SGLang launch less in CI (about 30 s).
+@pytest.mark.parametrize("sig", [signal.SIGTERM], ids=["SIGTERM"])
 def test_interrupting_pytest_mid_measurement_stops_sglang_s_whole_tree(pytester, sig):
     project(pytester, concurrency="[1]", runs=20)
     proc = subprocess.Popen(

@@ -70,6 +70,11 @@ def test_two_remote_servers_in_one_session_give_the_true_speedup_and_crossover(
     data = json.loads((pytester.path / "out.json").read_text())
     (pair,) = data["speculative"]
     assert (pair["profile"], pair["base_profile"]) == ("remote-spec", "remote-base")
+    print(  # the figures, with -s
+        f"speedup C=1 {pair['speedup']['1']['ratio']:.3f} (truth 3), "
+        f"C=4 {pair['speedup']['4']['ratio']:.3f} (truth 0.75), "
+        f"crossover C={pair['crossover_concurrency']}"
+    )
     assert pair["speedup"]["1"]["ratio"] == pytest.approx(3.0, rel=0.05)
     assert pair["speedup"]["4"]["ratio"] == pytest.approx(0.75, rel=0.05)
     assert pair["crossover_concurrency"] == 4
