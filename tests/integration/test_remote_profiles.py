@@ -3,9 +3,10 @@ with launched ones, a remote speculative profile paired with its remote base.
 
 The truth comes from two exactly-paced servers (pytest_llmperf/sim/paced.py). The "base" sends a
 token every 10 ms and serves 4 streams at once; the "speculative" one sends 3 tokens every 10 ms
-(an accept length of 3) but serves one stream at a time. So at C = 1 the speedup is 3 (12 tokens
-in 4 events instead of 12) and at C = 4 it is 0.75 (one 3× stream against four 1× streams): the
-crossover is C = 4."""
+(an accept length of 3) but serves one stream at a time. So at C = 1 the speedup is 3 (24 tokens
+in 8 events instead of 24; at 12 tokens the client's 2-3 ms between a response and the next
+request already took 4.6 % off the 40 ms speculative requests) and at C = 4 it is 0.75 (one 3×
+stream against four 1× streams): the crossover is C = 4."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ url = "{base}"
 api = "sglang"
 concurrency = [1, 4]
 runs = 3
-output_len = 12
+output_len = 24
 min_requests = 8
 ready_timeout_s = 10
 
