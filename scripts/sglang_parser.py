@@ -204,6 +204,17 @@ def adaptive(question: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def adaptive_all(questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`adaptive` per question; a release that refuses one says why in its answer."""
+    answers = []
+    for question in questions:
+        try:
+            answers.append(adaptive(question))
+        except (ImportError, AttributeError, ValueError) as exc:  # the release refuses
+            answers.append({"error": f"{type(exc).__name__}: {exc}"})
+    return answers
+
+
 if __name__ == "__main__":
     with contextlib.redirect_stdout(sys.stderr):  # import-time chatter stays off the answer
         if sys.argv[1:] == ["describe"]:
@@ -211,14 +222,16 @@ if __name__ == "__main__":
         elif sys.argv[1:] == ["parse"]:
             answer = parse(json.load(sys.stdin))
         elif sys.argv[1:] == ["adaptive"]:
-            answer = []
-            for question in json.load(sys.stdin):
-                try:
-                    answer.append(adaptive(question))
-                except (ImportError, AttributeError, ValueError) as exc:  # the release refuses
-                    answer.append({"error": f"{type(exc).__name__}: {exc}"})
+            answer = adaptive_all(json.load(sys.stdin))
         elif sys.argv[1:] == ["describe+parse"]:  # one import for both (an import takes seconds)
             answer = {**describe(), "parses": parse(json.load(sys.stdin))}
+        elif sys.argv[1:] == ["describe+parse+adaptive"]:  # {"argvs": [...], "adaptive": [...]}
+            asked = json.load(sys.stdin)
+            answer = {
+                **describe(),
+                "parses": parse(asked["argvs"]),
+                "adaptive": adaptive_all(asked["adaptive"]),
+            }
         else:
             sys.exit(__doc__)
     print(json.dumps(answer))

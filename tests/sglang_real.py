@@ -64,27 +64,22 @@ def _ask_release(version: str, mode: str, question: str) -> Any:
 
 
 @functools.cache
-def _ask(version: str, argvs: str) -> dict[str, Any]:
-    answer: dict[str, Any] = _ask_release(version, "describe+parse", argvs)
+def _ask(version: str, asked: str) -> dict[str, Any]:
+    answer: dict[str, Any] = _ask_release(version, "describe+parse+adaptive", asked)
     assert answer["version"] == version, f"{ROOT / 'releases' / version} holds {answer['version']}"
     return answer
 
 
-def release(version: str, argvs: list[list[str]]) -> dict[str, Any]:
-    """Release ``version``'s own description (options, ServerArgs fields) and its parser's
-    answer to each of ``argvs``: one import of that release per distinct set of questions."""
+def release(
+    version: str, argvs: list[list[str]], adaptive: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Release ``version``'s own description (options, ServerArgs fields), its parser's answer
+    to each of ``argvs`` (``parses``) and its adaptive-speculation routing for each of
+    ``adaptive`` (``adaptive``): one import of that release per distinct set of questions (an
+    import takes seconds: ask everything at once)."""
     require(PYTHON)
     require(ROOT / "releases" / version / "sglang")
-    return _ask(version, json.dumps(argvs))
-
-
-def adaptive(version: str, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Release ``version``'s own adaptive-speculation routing, asked once per question
-    (scripts/sglang_parser.py adaptive)."""
-    require(PYTHON)
-    require(ROOT / "releases" / version / "sglang")
-    answers: list[dict[str, Any]] = _ask_release(version, "adaptive", json.dumps(questions))
-    return answers
+    return _ask(version, json.dumps({"argvs": argvs, "adaptive": adaptive or []}))
 
 
 def require_router() -> None:

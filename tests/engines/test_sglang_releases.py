@@ -22,7 +22,7 @@ from pytest_llmperf.engines.sglang_log import stage
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.profiles import load_profiles
 from pytest_llmperf.sim.flags import release_parser
-from tests.sglang_real import CLI_DATA, REPO, ROOT, adaptive, release, require, versions
+from tests.sglang_real import CLI_DATA, REPO, ROOT, release, require, versions
 
 VERSIONS = versions()
 PROFILES = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles
@@ -54,7 +54,7 @@ def questions(version: str) -> list[list[str]]:
 
 def answers(version: str) -> dict[tuple[str, ...], dict]:
     asked = questions(version)
-    real = release(version, asked)
+    real = asked_all(version)
     return {tuple(argv): answer for argv, answer in zip(asked, real["parses"])}
 
 
@@ -108,7 +108,7 @@ def test_the_stand_in_parser_answers_every_question_as_the_release_does(version)
 def test_the_committed_release_data_is_what_the_release_says(version):
     """tests/data/sglang-cli/<v>.json (the stand-ins' parser and /server_info field set) is the
     release's own description: `python scripts/sglang_releases.py regenerate` rewrites it."""
-    real = release(version, questions(version))
+    real = asked_all(version)
     committed = json.loads((CLI_DATA / f"{version}.json").read_text())
     assert committed["fields"] == real["fields"], (
         "regenerate: python scripts/sglang_releases.py regenerate"
@@ -152,7 +152,7 @@ def test_an_upgrade_changes_no_hard_key_of_the_same_profile(old, new, name):
 
 
 def _fingerprint(profile, version: str, args: list[str]) -> fingerprint.Fingerprint:
-    real = release(version, questions(version))
+    real = asked_all(version)
     answer = answers(version)[(*MODEL, *args)]
     assert answer["code"] == 0, answer
     assert set(answer["fields"]) == set(real["fields"])
@@ -257,6 +257,19 @@ def test_progress_at_tp8_baseline_never_says_draft_and_eagle3_goes_in_order(vers
 
 
 CUTOFFS = (1, 5, 70, 100)
+BATCHES = list(range(1, 257))
+#: For each cut-off, the config the plugin writes for 3 steps, routed over every batch size.
+ADAPTIVE = [
+    {"config": adaptive_spec.cutoff_config(cutoff, 3), "initial_steps": 3, "max_bs": 256,
+     "algorithm": "EAGLE3", "batches": BATCHES}
+    for cutoff in CUTOFFS
+]  # fmt: skip
+
+
+def asked_all(version: str) -> dict:
+    """Everything asked of one release, in one import of it (cached): its description, the
+    parses of questions(version), the adaptive routing of ADAPTIVE."""
+    return release(version, questions(version), ADAPTIVE)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -265,18 +278,8 @@ def test_the_adaptive_config_advice_does_in_the_release_what_it_says(version):
     is routed by the release's own code (its capture sizes, its AdaptiveSpeculativeParams) for
     every batch size 1..256: speculation up to the cut-off's padded size, none beyond. Releases
     before 0.5.14 get no file from the plugin, and their code shows why."""
-    batches = list(range(1, 257))
-    questions = [
-        {
-            "config": adaptive_spec.cutoff_config(cutoff, 3),
-            "initial_steps": 3,
-            "max_bs": 256,
-            "algorithm": "EAGLE3",
-            "batches": batches,
-        }
-        for cutoff in CUTOFFS
-    ]
-    answers = adaptive(version, questions)
+    batches = BATCHES
+    answers = asked_all(version)["adaptive"]
     if parse_version(version) < (0, 5, 14):
         assert all("error" in a for a in answers), (version, answers[0])
         return
