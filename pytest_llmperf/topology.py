@@ -21,6 +21,9 @@ POLICIES = ("random", "round_robin", "cache_aware", "power_of_two")
 ROUTER_KEYS = ("workers", "policy", "python", "args")
 #: Engines whose servers SGLang's router can route to (the simulated engine stands in for SGLang).
 ROUTED_ENGINES = ("sglang", "sim")
+#: What of a router's topology decides speed: hard fingerprint keys (a golden of 2 workers does
+#: not gate 4); the router's version is soft.
+TOPOLOGY_HARD_KEYS = ("router", "policy", "workers", "dp_size")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from pytest_llmperf import __version__
 from pytest_llmperf.engines import hardware as hardware_probe
 from pytest_llmperf.engines.sglang_args import PERFORMANCE_KEYS, canonical
 from pytest_llmperf.profiles import Profile
+from pytest_llmperf.topology import TOPOLOGY_HARD_KEYS
 
 #: How many added, removed or changed server fields a soft diff names before "and N more".
 SOFT_FIELDS_SHOWN = 8
@@ -111,9 +112,7 @@ def take(
         "server_args": server_args,
     }
     if topology:
-        hard["topology"] = {
-            k: v for k, v in topology.items() if k in ("router", "policy", "workers", "dp_size")
-        }
+        hard["topology"] = {k: v for k, v in topology.items() if k in TOPOLOGY_HARD_KEYS}
     soft: dict[str, Any] = {
         "server_args": other,
         "server_version": engine.server_version(server_info),

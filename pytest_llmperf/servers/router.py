@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -175,10 +174,3 @@ def router_version(profile: Profile) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return found.stdout.strip() or None if found.returncode == 0 else None
-
-
-def hard_keys(topology: dict[str, Any]) -> dict[str, Any]:
-    """What of the topology decides speed (a golden of 2 workers does not gate 4)."""
-    return {
-        key: topology[key] for key in ("router", "policy", "workers", "dp_size") if key in topology
-    }

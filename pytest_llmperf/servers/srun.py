@@ -20,7 +20,6 @@ profile's log, each line labelled with its rank (``0: …``, ``1: …``).
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -109,7 +108,3 @@ def _listed(job: str, step: str | None) -> bool:
 
 def in_allocation() -> bool:
     return bool(os.environ.get("SLURM_JOB_ID"))
-
-
-def describe_command(srun: list[str]) -> str:
-    return shlex.join(srun)
