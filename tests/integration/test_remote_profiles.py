@@ -103,7 +103,7 @@ def test_a_remote_profile_runs_beside_a_launched_one(pytester):
             args = [{fast}]
             concurrency = [2]
             runs = 2
-            output_len = 16
+            output_len = 64
             min_requests = 4
             ready_timeout_s = 30
 
