@@ -10,6 +10,8 @@ from __future__ import annotations
 import multiprocessing.connection
 import multiprocessing.queues
 import multiprocessing.synchronize  # noqa: F401
+import os
+import sys
 from pathlib import Path
 
 import httpcore  # noqa: F401
@@ -25,6 +27,13 @@ import pytest_llmperf.history.schema
 import pytest_llmperf.history.series
 import pytest_llmperf.history.store  # noqa: F401
 from tests.helpers import start_sim
+
+# Bytecode caches for the processes this session starts (pytest runs, servers): with
+# PYTHONDONTWRITEBYTECODE set, as on this project's CI image, every pytest a test starts compiled
+# the plugin from source and ran pytest's assertion rewriting again over every installed plugin's
+# modules (210 here, about 2 s a run): tests/integration/test_plugin.py took 39 s, 25 s cached.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 pytest_plugins = ["pytester"]
 # pytester's in-process runs drop the modules first imported inside them, so a later import
