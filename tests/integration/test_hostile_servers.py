@@ -128,13 +128,22 @@ def test_every_misbehaving_server_gets_a_one_line_reason_and_the_outputs_survive
     assert strict_json(pytester.path / "out/bench.json")
     assert (pytester.path / "out/report/summary.md").read_text().count("INVALID") >= len(names)
 
-    # A stalled server costs about one request_timeout_s per point, not one per request or run.
+    # A stalled server costs about one request_timeout_s per point, not one per request (the
+    # warm-up and 2 runs, 2 waves of C = 2 each: 12 s): the first stall abandons the point.
+    # Counted beyond what a server refusing every request at once costs (its start, about
+    # 0.6 s), the stalled point's time holds the stall and its server's stop (aiohttp waits on
+    # SIGTERM for the stalled handlers; killed after shutdown_timeout_s, 2 s): 2.0 to 5.9 s seen.
     times = {
         case.get("name"): float(case.get("time", 0))
         for case in ET.parse(pytester.path / "out/junit.xml").iter("testcase")
     }
+
+    def spent(name: str) -> float:
+        (seconds,) = [t for n, t in times.items() if f"[{name}-C2]" in n]
+        return seconds
+
     for behaviour in STALLS:
         for api in APIS:
-            (spent,) = [t for n, t in times.items() if f"[{api}-{behaviour}-C2]" in n]
-            assert spent < 2 * REQUEST_TIMEOUT_S + 3, f"{api}-{behaviour}: {spent:.1f} s"
+            beyond = spent(f"{api}-{behaviour}") - spent(f"{api}-http-500")
+            assert beyond < 4 * REQUEST_TIMEOUT_S, f"{api}-{behaviour}: {beyond:.1f} s more"
     assert elapsed < 150

@@ -34,10 +34,16 @@ def test_importing_the_entry_point_imports_no_heavy_library():
 
 
 def test_importing_the_entry_point_costs_little_beyond_pytest():
-    # Best of five in fresh interpreters, measured in-process so interpreter start-up is not counted.
+    """Best of five in fresh interpreters, measured in-process so interpreter start-up is not
+    counted, and against pytest's own import in the same interpreters: a ratio holds on a busy
+    machine where an absolute bound did not (102 ms against 100 in a CI run, 93 alone)."""
     code = (
         "import time; t = time.perf_counter(); import pytest; t1 = time.perf_counter(); "
         "import pytest_llmperf.plugin; t2 = time.perf_counter(); print(t1 - t, t2 - t1)"
     )
-    extra = min(float(run(code).split()[1]) for _ in range(5))
-    assert extra < 0.1, f"importing pytest_llmperf.plugin after pytest took {extra * 1e3:.0f} ms"
+    timings = [tuple(map(float, run(code).split())) for _ in range(5)]
+    pytest_s, plugin_s = min(t[0] for t in timings), min(t[1] for t in timings)
+    assert plugin_s < 1.5 * pytest_s, (
+        f"importing pytest_llmperf.plugin after pytest took {plugin_s * 1e3:.0f} ms, "
+        f"pytest itself {pytest_s * 1e3:.0f} ms"
+    )

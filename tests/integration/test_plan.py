@@ -3,8 +3,6 @@ starts, and with --perf-plan (or the ini) printed alone, with nothing started.""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.helpers import SPEEDUP_SUITE, processes_with, write_profiles
@@ -41,16 +39,15 @@ def test_the_plan_is_timed_by_the_goldens_and_perf_plan_starts_nothing(pytester)
     result.assert_outcomes(passed=2, skipped=1)
 
     # With the golden, the estimate is the golden's throughput: N x 64 tokens per run.
-    started = time.monotonic()
+    runs = pytester.path / ".llmperf" / "runs"
+    logs_before = sorted(runs.glob("*/*.log"))
     result = pytester.runpytest("--perf-plan", "--llm-profile", "sim-base")
-    elapsed = time.monotonic() - started
     result.stdout.fnmatch_lines(
         ["  sim-base: C = 1, 4; 2 runs per level; 48 requests, 3,072 tokens; about * s"]
     )
     result.stdout.no_fnmatch_line("*no golden*")
-    assert elapsed < 2.0, elapsed
-    runs = pytester.path / ".llmperf" / "runs"
-    logs_before = sorted(runs.glob("*/*.log"))
+    # Nothing started (it was timed once: 2.1 s on a busy CI machine against a bound of 2).
+    assert sorted(runs.glob("*/*.log")) == logs_before
 
     pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_plan = true\n")
     result = pytester.runpytest("--llm-profile", "sim-base")
