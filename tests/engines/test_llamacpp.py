@@ -11,6 +11,8 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from pytest_llmperf.servers.lifecycle import (
     wait_for_health,
 )
 from tests.helpers import THROUGHPUT_SUITE, Throttle, processes_with, require_llama
+from tests.shipped import run_the_suite
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "perf_suites" / "profiles.toml"
@@ -34,22 +37,35 @@ def llama_profile():
     return profile
 
 
-@pytest.fixture
-def llama_url(llama_profile, tmp_path):
-    """A llama-server of the shipped profile, started outside the plugin, ready; killed after."""
+@dataclass(frozen=True)
+class LlamaServer:
+    url: str
+    pid: int
+
+
+@pytest.fixture(scope="module")
+def llama_server(llama_profile, tmp_path_factory) -> Iterator[LlamaServer]:
+    """One llama-server of the shipped profile for the module, started outside the plugin,
+    ready; killed after (every test here attaches to it: each load is seconds of CI)."""
     port = free_port("127.0.0.1")
     # --metrics: its Prometheus counters, which the plugin reads around each point.
-    command = [*build_command(llama_profile, "127.0.0.1", port, tmp_path), "--metrics"]
+    root = tmp_path_factory.mktemp("llama-server")
+    command = [*build_command(llama_profile, "127.0.0.1", port, root), "--metrics"]
     server = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for_health(url)
-        yield url
+        yield LlamaServer(url, server.pid)
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
+
+
+@pytest.fixture
+def llama_url(llama_server) -> str:
+    return llama_server.url
 
 
 @pytest.fixture
@@ -74,14 +90,15 @@ def test_real_engine_counts_validity_and_verdict_against_its_golden(
     run of the real engine; both attach to one server, as two launches on 2 shared cores
     differ by more than one recording's spread."""
     key = llama_profile.kind.hardware(llama_profile)["key"]
-    # C=4 only: it batches 4 slots, and a level costs about 30 s of CI time on 2 cores.
+    # C=2 only: two of its 4 slots batched, at 8 requests a run (C=4 takes 16, and this test
+    # took 90 to 100 s of CI with it).
     args = [
         "perf_suites",
         "--llm-profile",
         "llamacpp-smollm2",
         f"--llm-server-url={llama_url}",
         "--llm-concurrency",
-        "4",
+        "2",
         "-k",
         "output_throughput",
         "--perf-json",
@@ -122,76 +139,61 @@ def test_real_engine_counts_validity_and_verdict_against_its_golden(
 
 
 def test_independent_server_same_speed_passes_3_percent_slower_passes_a_30_percent_collapse_fails(
-    pytester, llama_profile
+    pytester, llama_server
 ):
     """Goldens recorded against a llama-server at one speed, then the same server, unmodified,
     slowed from outside: stopped 3 % of the time, then 45 % (on 2 shared cores a server stopped
     30 % of the time lost only 17.5 % of its tok/s once, its client's share of the cores going to
     it while it ran: 45 % stopped is a collapse of about 30 %)."""
-    port = free_port("127.0.0.1")
-    command = build_command(llama_profile, "127.0.0.1", port, pytester.path)
-    server = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    pytester.makefile(
+        ".toml",
+        profiles="""
+        [profiles.llama]
+        engine = "command"
+        command = ["unused: attached", "{port}"]
+        api = "openai"
+        concurrency = [1]
+        runs = 3
+        output_len = 32  # a run of about 2.5 s spans five throttle periods, not two
+        min_requests = 6
+        fail_margin = 0.20  # as the llamacpp-smollm2 profile, and for the same reason
+        warn_margin = 0.08
+        extra_body = { cache_prompt = false }
+    """,
     )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(url)
-        pytester.makefile(
-            ".toml",
-            profiles="""
-            [profiles.llama]
-            engine = "command"
-            command = ["unused: attached", "{port}"]
-            api = "openai"
-            concurrency = [1]
-            runs = 3
-            output_len = 32  # a run of about 2.5 s spans five throttle periods, not two
-            min_requests = 6
-            fail_margin = 0.20  # as the llamacpp-smollm2 profile, and for the same reason
-            warn_margin = 0.08
-            extra_body = { cache_prompt = false }
-        """,
-        )
-        pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
-        pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-        args = ("--llm-profile", "llama", "--llm-server-url", url)
-        pytester.runpytest_subprocess(
-            *args, "--perf-update", "--perf-update-runs", "5"
-        ).assert_outcomes(passed=1)
+    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
+    args = ("--llm-profile", "llama", "--llm-server-url", llama_server.url)
+    pytester.runpytest_subprocess(
+        *args, "--perf-update", "--perf-update-runs", "5"
+    ).assert_outcomes(passed=1)
 
-        same = pytester.runpytest_subprocess(*args)
-        same.assert_outcomes(passed=1)
-        with Throttle(server.pid, 0.03):
-            slower3 = pytester.runpytest_subprocess(*args)
-        slower3.assert_outcomes(passed=1)
-        with Throttle(server.pid, 0.45) as throttle30:
-            slower30 = pytester.runpytest_subprocess(*args)
-        print(f"45 % throttle: the server was stopped {throttle30.stopped_share:.1%} of the time")
-        slower30.assert_outcomes(failed=1)
-        slower30.stdout.fnmatch_lines(
-            [
-                "llama C=1: * tok/s vs golden * (\u2212*%, slower, p=*) \u2014 FAIL: "
-                "significantly slower by more than the 20 %*"
-            ]
+    same = pytester.runpytest_subprocess(*args)
+    same.assert_outcomes(passed=1)
+    with Throttle(llama_server.pid, 0.03):
+        slower3 = pytester.runpytest_subprocess(*args)
+    slower3.assert_outcomes(passed=1)
+    with Throttle(llama_server.pid, 0.45) as throttle30:
+        slower30 = pytester.runpytest_subprocess(*args)
+    print(f"45 % throttle: the server was stopped {throttle30.stopped_share:.1%} of the time")
+    slower30.assert_outcomes(failed=1)
+    slower30.stdout.fnmatch_lines(
+        [
+            "llama C=1: * tok/s vs golden * (\u2212*%, slower, p=*) \u2014 FAIL: "
+            "significantly slower by more than the 20 %*"
+        ]
+    )
+    for label, run in (("same speed", same), ("3 % slower", slower3), ("30 % slower", slower30)):
+        # Shown with -s: the figures behind the verdicts
+        print(
+            label,
+            *[
+                line
+                for line in run.outlines
+                if line.startswith("llama ") and "output_throughput" in line
+            ],
+            sep="\n  ",
         )
-        for label, run in (
-            ("same speed", same),
-            ("3 % slower", slower3),
-            ("30 % slower", slower30),
-        ):
-            # Shown with -s: the figures behind the verdicts
-            print(
-                label,
-                *[
-                    line
-                    for line in run.outlines
-                    if line.startswith("llama ") and "output_throughput" in line
-                ],
-                sep="\n  ",
-            )
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
 
 
 def test_a_window_on_a_server_that_counts_only_at_the_end(llama_url):
@@ -246,3 +248,9 @@ def test_token_id_prompts_and_the_chat_api_on_llama_server(llama_url):
         m = metrics.summarize_run(run, 16)
         assert m.valid, m.problems
         assert m.output_tokens == 16 * m.requests
+
+
+def test_the_shipped_suite_records_then_passes_on_llamacpp_smollm2(pytester, llama_url):
+    """``pytest perf_suites --llm-profile=llamacpp-smollm2``, recorded then gated on the module's
+    server (a server of the shipped profile's own command)."""
+    run_the_suite(pytester, "llamacpp-smollm2", llama_url, concurrency=1)

@@ -18,8 +18,10 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -31,6 +33,7 @@ from pytest_llmperf.profiles import load_profiles
 from pytest_llmperf.servers import lifecycle
 from tests.helpers import Throttle, ctrl_c_enabled
 from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require
+from tests.shipped import run_the_suite
 
 MODEL = MODEL_DIR
 #: The CPU recipe (see the sglang-cpu profile), written with flags of older SGLang releases
@@ -40,6 +43,11 @@ CPU_ARGS = [
     "--max-total-tokens", "8192", "--mem-fraction-static", "0.2", "--sleep-on-idle",
 ]  # fmt: skip
 OLD_STYLE = ["--tp", "1", "--cuda-graph-max-bs", "4", "--stream-output"]
+
+
+#: The processes of the module's shared server (see :func:`shared_server`) while it runs:
+#: the per-test check for leftovers leaves them be; the fixture's own teardown checks them.
+SHARED_PIDS: set[int] = set()
 
 
 @pytest.fixture(autouse=True)
@@ -61,9 +69,13 @@ def sglang_processes() -> list[str]:
     for proc in psutil.process_iter(["name", "cmdline", "status"]):
         try:
             cmdline = " ".join(proc.info["cmdline"] or ())
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and (
-                (proc.info["name"] or "").startswith("sglang::")
-                or "sglang.launch_server" in cmdline
+            if (
+                proc.pid not in SHARED_PIDS
+                and proc.info["status"] != psutil.STATUS_ZOMBIE
+                and (
+                    (proc.info["name"] or "").startswith("sglang::")
+                    or "sglang.launch_server" in cmdline
+                )
             ):
                 found.append(f"{proc.pid} {proc.info['name']} {cmdline[:120]}")
         except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -71,23 +83,24 @@ def sglang_processes() -> list[str]:
     return found
 
 
-def project(
-    pytester: pytest.Pytester,
+def write_project(
+    root: Path,
     *,
     args: list[str] | None = None,
     model: str | None = None,
     concurrency: str = "[1, 2, 4]",
     runs: int = 2,
     fail_margin: float = 0.20,
+    output_len: int = 64,
 ) -> Path:
-    """A project with profile ``cpu`` (the real SGLang, old-style flags) and the throughput
-    suite; returns the model path (a uniquely named link, so the launcher is findable)."""
-    link = pytester.path / f"tiny-llama-{uuid.uuid4().hex[:8]}"
+    """A project in ``root`` with profile ``cpu`` (the real SGLang, old-style flags) and the
+    throughput suite; returns the model path (a uniquely named link, so the launcher is
+    findable)."""
+    link = root / f"tiny-llama-{uuid.uuid4().hex[:8]}"
     link.symlink_to(MODEL, target_is_directory=True)
     model_path = model or str(link)
-    pytester.makefile(
-        ".toml",
-        profiles=f"""
+    (root / "profiles.toml").write_text(
+        f"""
 default = ["cpu"]
 
 [profiles.cpu]
@@ -99,20 +112,84 @@ env = {{ SGLANG_USE_CPU_ENGINE = "1", HF_HUB_OFFLINE = "1" }}
 api = "sglang"
 concurrency = {concurrency}
 runs = {runs}
-output_len = 64
+output_len = {output_len}
 min_requests = 8
 ready_timeout_s = 240
 shutdown_timeout_s = 30
 request_timeout_s = 60
 fail_margin = {fail_margin}
 warn_margin = 0.08
-""",
+"""
     )
-    pytester.makeini(
+    (root / "pytest.ini").write_text(
         "[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_baseline_dir = baselines\n"
     )
-    shutil.copy(REPO / "perf_suites" / "test_throughput.py", pytester.path / "test_throughput.py")
+    shutil.copy(REPO / "perf_suites" / "test_throughput.py", root / "test_throughput.py")
     return link
+
+
+def project(pytester: pytest.Pytester, **fields: Any) -> Path:
+    """:func:`write_project` in the pytester directory."""
+    return write_project(pytester.path, **fields)
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The module's one server for the tests that attach to a server."""
+
+    server: lifecycle.ServerHandle
+    scheduler_pid: int
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    """One real SGLang for every test here that attaches to a server (a load takes about 25 s
+    on 2 cores: one for four tests), started by the plugin's own launcher outside any pytest
+    session: ``--enable-metrics`` for the server's own accounting, ``--enable-cache-report``
+    for the prefix cache's figures on the OpenAI API.
+
+    Pinned to the last core with one OpenMP thread, its clients on the others (see
+    :func:`attached`): on 2 shared cores a client's own CPU use slows the server it measures, so
+    unpinned, two clients would measure different servers (seen: 7 % apart)."""
+    require(PYTHON)
+    require(MODEL / "model.safetensors")
+    root = tmp_path_factory.mktemp("shared-sglang")
+    write_project(root, args=[*CPU_ARGS, *OLD_STYLE, "--enable-metrics", "--enable-cache-report"])
+    profile = load_profiles(root / "profiles.toml").profiles["cpu"]
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) > 1:
+        pinned = root / "pinned-python"
+        pinned.write_text(f'#!/bin/sh\nexec taskset -c {cores[-1]} {PYTHON} "$@"\n')
+        pinned.chmod(0o755)
+        profile = replace(profile, python=str(pinned), env={**profile.env, "OMP_NUM_THREADS": "1"})
+    shm_before = shm_files()
+    server = lifecycle.launch(profile, root / "server")  # the plugin's own launcher
+    try:
+        lifecycle.wait_ready(server)
+        assert server.process is not None
+        launcher = psutil.Process(server.process.pid)
+        tree = [launcher, *launcher.children(recursive=True)]
+        SHARED_PIDS.update(p.pid for p in tree)
+        (scheduler,) = [p for p in tree if p.name().startswith("sglang::schedul")]
+        yield Shared(server, scheduler.pid)
+    finally:
+        lifecycle.stop(server)  # the whole tree, and the /dev/shm files SGLang leaves
+        SHARED_PIDS.clear()
+    assert sglang_processes() == [], "the shared server outlived its module"
+    assert shm_files() - shm_before == set(), "the shared server's files left in /dev/shm"
+
+
+@pytest.fixture
+def attached(shared_server: Shared) -> Iterator[Shared]:
+    """The shared server, with this process (and the pytest sessions it starts, which inherit
+    it) on every core but the server's."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) > 1:
+        os.sched_setaffinity(0, cores[:-1])
+    try:
+        yield shared_server
+    finally:
+        os.sched_setaffinity(0, cores)
 
 
 def run_log(pytester: pytest.Pytester) -> str:
@@ -207,10 +284,10 @@ def server_counters(url: str) -> tuple[float, float]:
     return tokens, seconds
 
 
-def test_record_pass_accuracy_and_a_throttled_server_fails(pytester):
-    """One real server, started outside the plugin and attached: goldens recorded at C = 1,
-    the same server checked (PASS) with the plugin's figure against the server's own accounting
-    of the same requests, then the same server slowed from outside to less than half (FAIL).
+def test_record_pass_accuracy_and_a_throttled_server_fails(pytester, attached):
+    """The shared server, attached: goldens recorded at C = 1, the same server checked (PASS)
+    with the plugin's figure against the server's own accounting of the same requests, then the
+    same server slowed from outside to less than half (FAIL).
 
     The margin is 35 %: this server drifts by up to 20 % within one launch on 2 shared cores
     (seen in CI: 135.0 tok/s recorded, 107.2 a minute later, unthrottled), so a 20 % margin and a
@@ -220,67 +297,40 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester):
     pinned server read 150 to 180 tok/s from launch to launch where the plugin read 163 to 165,
     more spread than the 5 % this checks. At C = 1 the server's tokens over the sum of its own
     per-request latencies is the rate the plugin must see, less only the client's gaps."""
-    project(
-        pytester,
-        args=[*CPU_ARGS, *OLD_STYLE, "--enable-metrics"],
-        concurrency="[1]",
-        runs=3,  # recorded with 5; three runs decide both checks (a 60 % throttle, no drift)
-        fail_margin=0.35,
-    )
-    profile = load_profiles(pytester.path / "profiles.toml").profiles["cpu"]
-    # The server on the last core, both clients (this process, and the plugin's pytest, which
-    # inherits it) on the others: on 2 shared cores a client's own CPU use slows the server it
-    # measures, so unpinned the two clients would measure different servers (seen: 7 % apart).
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) > 1:
-        pinned = pytester.path / "pinned-python"
-        pinned.write_text(f'#!/bin/sh\nexec taskset -c {cores[-1]} {PYTHON} "$@"\n')
-        pinned.chmod(0o755)
-        profile = replace(profile, python=str(pinned), env={**profile.env, "OMP_NUM_THREADS": "1"})
-        os.sched_setaffinity(0, cores[:-1])
-    server = lifecycle.launch(profile, pytester.path / "server")  # the plugin's own launcher
-    args = [
-        "-k",
-        "output_throughput",
-        "--llm-server-url",
-        server.base_url,
-        "--perf-json",
-        "out.json",
-    ]
-    try:
-        lifecycle.wait_ready(server)
-        assert server.process is not None
-        (scheduler,) = [
-            p
-            for p in psutil.Process(server.process.pid).children(recursive=True)
-            if p.name().startswith("sglang::schedul")
+    # Three runs decide both; 32-token requests (about 0.4 s each on the pinned server): the
+    # client's gap between requests, which this server does not count, stays under 1 %.
+    project(pytester, concurrency="[1]", runs=3, fail_margin=0.35, output_len=32)
+    url = attached.server.base_url
+    args = ["-k", "output_throughput", "--llm-server-url", url, "--perf-json", "out.json"]
+    phases = {}
+    started = time.monotonic()
+    pytester.runpytest_subprocess(
+        *args, "--perf-update", "--perf-update-runs", "5"
+    ).assert_outcomes(passed=1)
+    phases["record"] = time.monotonic() - started
+
+    tokens_before, seconds_before = server_counters(url)
+    same = pytester.runpytest_subprocess(*args)
+    tokens_after, seconds_after = server_counters(url)
+    same.assert_outcomes(passed=1)
+    phases["same"] = time.monotonic() - started - sum(phases.values())
+    (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+    plugin = sum(point["values"]) / len(point["values"])
+    reference = (tokens_after - tokens_before) / (seconds_after - seconds_before)
+    print(f"C=1: plugin {plugin:.1f} tok/s, the server's own accounting {reference:.1f} tok/s")
+    assert abs(plugin / reference - 1) < 0.05, (plugin, reference)
+
+    with Throttle(attached.scheduler_pid, 0.6, period_s=0.2):
+        slower = pytester.runpytest_subprocess(*args)
+    phases["throttled"] = time.monotonic() - started - sum(phases.values())
+    print("seconds:", {k: round(v, 1) for k, v in phases.items()}, f"runs {len(point['runs'])}")
+    slower.assert_outcomes(failed=1)
+    slower.stdout.fnmatch_lines(
+        [
+            "cpu C=1: * tok/s vs golden * (\u2212*%, slower, p=*) \u2014 FAIL: "
+            "significantly slower by more than the 35 %*"
         ]
-        pytester.runpytest_subprocess(
-            *args, "--perf-update", "--perf-update-runs", "5"
-        ).assert_outcomes(passed=1)
-
-        tokens_before, seconds_before = server_counters(server.base_url)
-        same = pytester.runpytest_subprocess(*args)
-        tokens_after, seconds_after = server_counters(server.base_url)
-        same.assert_outcomes(passed=1)
-        (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
-        plugin = sum(point["values"]) / len(point["values"])
-        reference = (tokens_after - tokens_before) / (seconds_after - seconds_before)
-        print(f"C=1: plugin {plugin:.1f} tok/s, the server's own accounting {reference:.1f} tok/s")
-        assert abs(plugin / reference - 1) < 0.05, (plugin, reference)
-
-        with Throttle(scheduler.pid, 0.6, period_s=0.2):
-            slower = pytester.runpytest_subprocess(*args)
-        slower.assert_outcomes(failed=1)
-        slower.stdout.fnmatch_lines(
-            [
-                "cpu C=1: * tok/s vs golden * (\u2212*%, slower, p=*) \u2014 FAIL: "
-                "significantly slower by more than the 35 %*"
-            ]
-        )
-    finally:
-        lifecycle.stop(server)  # the whole tree, and the /dev/shm files SGLang leaves
-        os.sched_setaffinity(0, cores)
+    )
 
 
 def test_a_bad_model_path_fails_fast_with_sglang_s_own_error(pytester):
@@ -351,7 +401,10 @@ def test_a_server_killed_mid_run_fails_that_test_with_its_log_and_skips_the_rest
     def kill_the_scheduler() -> None:
         wait_for_line(pytester, "Cache flushed successfully!")
         for proc in psutil.process_iter(["name"]):
-            if (proc.info["name"] or "").startswith("sglang::schedul"):
+            # This test's server's scheduler: not the module's shared server's.
+            if (proc.info["name"] or "").startswith(
+                "sglang::schedul"
+            ) and proc.pid not in SHARED_PIDS:
                 proc.kill()
 
     killer = threading.Thread(target=kill_the_scheduler, daemon=True)
@@ -376,7 +429,7 @@ def loads(url: str) -> dict:
     return load
 
 
-def test_steady_state_windows_cut_requests_that_sglang_then_aborts(pytester):
+def test_steady_state_windows_cut_requests_that_sglang_then_aborts(attached):
     """The real SGLang is the oracle for the window's cut: requests still streaming when a window
     closes are disconnected, and SGLang stops them before the next window opens (0.5.23 aborts a
     cancelled stream at once; 0.5.6 only by the response's background task, 2 s later, which the
@@ -385,37 +438,29 @@ def test_steady_state_windows_cut_requests_that_sglang_then_aborts(pytester):
     from pytest_llmperf.load.loadgen import SETTLE_S, LevelPlan, measure_level
     from pytest_llmperf.load.workload import Workload
 
-    project(pytester, concurrency="[4]")
-    profile = load_profiles(pytester.path / "profiles.toml").profiles["cpu"]
-    server = lifecycle.launch(profile, pytester.path / "server")
-    try:
-        lifecycle.wait_ready(server)
-        runs = measure_level(
-            server.base_url,
-            Workload(api="sglang", output_len=256),
-            LevelPlan(4, 0, 2, window_s=3.0),
-        )
-        cut_at = time.time()
-        summaries = [metrics.summarize_run(r, 256) for r in runs]
-        for m in summaries:
-            assert m.valid, m.problems
-            assert m.window is not None and m.window["cancelled_requests"] == 4
-            assert m.in_flight_while_sending == pytest.approx(4, rel=0.02)
-            assert m.output_tok_s > 0
-        assert summaries[1].window["opened_s"] >= SETTLE_S - 0.01  # from the run's start
-        # The cut requests had seconds of tokens to go (256-token requests at about 40 tok/s per
-        # stream, cut mid-stream): the first snapshot after the cut must show them gone.
-        while (load := loads(server.base_url))["timestamp"] < cut_at:
-            assert time.time() - cut_at < SETTLE_S, "no /v1/loads snapshot after the cut"
-            time.sleep(0.1)
-        print(f"SGLang's first snapshot {load['timestamp'] - cut_at:.2f} s after the cut: {load}")
-        assert load["num_running_reqs"] == 0 and load["num_waiting_reqs"] == 0
-        assert load["timestamp"] - cut_at < SETTLE_S
-    finally:
-        lifecycle.stop(server)
+    url = attached.server.base_url
+    runs = measure_level(
+        url, Workload(api="sglang", output_len=256), LevelPlan(4, 0, 2, window_s=3.0)
+    )
+    cut_at = time.time()
+    summaries = [metrics.summarize_run(r, 256) for r in runs]
+    for m in summaries:
+        assert m.valid, m.problems
+        assert m.window is not None and m.window["cancelled_requests"] == 4
+        assert m.in_flight_while_sending == pytest.approx(4, rel=0.02)
+        assert m.output_tok_s > 0
+    assert summaries[1].window["opened_s"] >= SETTLE_S - 0.01  # from the run's start
+    # The cut requests had seconds of tokens to go (256-token requests at about 40 tok/s per
+    # stream, cut mid-stream): the first snapshot after the cut must show them gone.
+    while (load := loads(url))["timestamp"] < cut_at:
+        assert time.time() - cut_at < SETTLE_S, "no /v1/loads snapshot after the cut"
+        time.sleep(0.1)
+    print(f"SGLang's first snapshot {load['timestamp'] - cut_at:.2f} s after the cut: {load}")
+    assert load["num_running_reqs"] == 0 and load["num_waiting_reqs"] == 0
+    assert load["timestamp"] - cut_at < SETTLE_S
 
 
-def test_token_id_prompts_prefix_cache_and_chat_on_the_real_server(pytester):
+def test_token_id_prompts_prefix_cache_and_chat_on_the_real_server(attached):
     """The real SGLang is the oracle for the workloads: prompts sent as token ids come back as
     exactly that many ``prompt_tokens`` on both APIs; a shared prefix is served from the radix
     cache (``meta_info.cached_tokens``, and ``usage.prompt_tokens_details`` with
@@ -426,29 +471,21 @@ def test_token_id_prompts_prefix_cache_and_chat_on_the_real_server(pytester):
     from pytest_llmperf.load.loadgen import LevelPlan, flush_cache, measure_level
     from pytest_llmperf.load.workload import Workload
 
-    project(pytester, args=[*CPU_ARGS, "--enable-cache-report"], concurrency="[1]")
-    profile = load_profiles(pytester.path / "profiles.toml").profiles["cpu"]
-    server = lifecycle.launch(profile, pytester.path / "server")
+    url = attached.server.base_url
     ids = {"input": Lengths.fixed(320), "token_id_range": (10, 4000), "seed": 3}
-    try:
-        lifecycle.wait_ready(server)
 
-        def measure(workload: Workload) -> list[metrics.RunMetrics]:
-            # C = 1: each request is prefilled after the previous one is in the cache.
-            runs = measure_level(
-                server.base_url, workload, LevelPlan(1, 6, 2), before_run=flush_cache
-            )
-            out = [metrics.summarize_run(r, workload.output_len) for r in runs]
-            for m in out:
-                assert m.valid, m.problems
-            return out
+    def measure(workload: Workload) -> list[metrics.RunMetrics]:
+        # C = 1: each request is prefilled after the previous one is in the cache.
+        runs = measure_level(url, workload, LevelPlan(1, 6, 2), before_run=flush_cache)
+        out = [metrics.summarize_run(r, workload.output_len) for r in runs]
+        for m in out:
+            assert m.valid, m.problems
+        return out
 
-        shared = measure(Workload(api="sglang", output_len=16, shared_prefix_len=256, **ids))
-        unshared = measure(Workload(api="sglang", output_len=16, **ids))
-        openai = measure(Workload(api="openai", output_len=16, shared_prefix_len=256, **ids))
-        chat = measure(Workload(api="chat", output_len=16))
-    finally:
-        lifecycle.stop(server)
+    shared = measure(Workload(api="sglang", output_len=16, shared_prefix_len=256, **ids))
+    unshared = measure(Workload(api="sglang", output_len=16, **ids))
+    openai = measure(Workload(api="openai", output_len=16, shared_prefix_len=256, **ids))
+    chat = measure(Workload(api="chat", output_len=16))
     for m in [*shared, *unshared, *openai]:
         assert m.prompt_tokens == 320 * m.requests  # and each request's own (else invalid)
     for m in [*shared, *openai]:
@@ -459,3 +496,10 @@ def test_token_id_prompts_prefix_cache_and_chat_on_the_real_server(pytester):
     for m in chat:
         assert m.output_tokens == 16 * m.requests and m.prompt_tokens > 0
     print("cached tokens per run:", [m.cached_tokens for m in [*shared, *unshared, *openai]])
+
+
+def test_the_shipped_suite_records_then_passes_on_sglang_cpu(pytester, attached):
+    """``pytest perf_suites --llm-profile=sglang-cpu``, recorded then gated on the shared server
+    (the shipped profile's own launch is tested through sglang-cpu-dp2, which extends it, in
+    test_sglang_router.py)."""
+    run_the_suite(pytester, "sglang-cpu", attached.server.base_url, concurrency=4)
