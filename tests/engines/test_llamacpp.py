@@ -198,9 +198,10 @@ def test_independent_server_same_speed_passes_3_percent_slower_passes_a_30_perce
 
 def test_a_window_on_a_server_that_counts_only_at_the_end(llama_url):
     """llama-server's OpenAI stream carries usage only in its last event, so the tokens of a
-    request cut at a window's close are counted at the finished requests' tokens per chunk
-    (one per event here, checked): the windowed figure is then exactly the chunks that arrived
-    in the window over its length. Two measurements on 2 shared cores differ by noise (a ±15 %
+    request cut at a window's close are counted at the finished requests' tokens per chunk:
+    with one token an event, the windowed figure is exactly the chunks that arrived in the
+    window over its length; with some events of two, the plugin must refuse the estimate. Two
+    measurements on 2 shared cores differ by noise (a ±15 %
     comparison of them failed once in CI), so the whole-request run only bounds gross errors."""
     from pytest_llmperf.core import metrics
     from pytest_llmperf.load.loadgen import LevelPlan, measure_level
@@ -212,10 +213,16 @@ def test_a_window_on_a_server_that_counts_only_at_the_end(llama_url):
     (whole,) = measure_level(url, workload, LevelPlan(2, 16, 1))
     w = metrics.summarize_run(windowed, 64)
     n = metrics.summarize_run(whole, 64)
-    assert w.valid and n.valid, (w.problems, n.problems)
-    assert w.window is not None and w.window["tokens_estimated"]
-    assert w.window["cancelled_requests"] == 2
-    assert metrics.tokens_per_chunk(windowed.records) == 1.0
+    assert n.valid, n.problems
+    assert w.window is not None and w.window["cancelled_requests"] == 2
+    if metrics.tokens_per_chunk(windowed.records) != 1.0:
+        # Some events carried two tokens (62 or 63 events for 64 tokens, seen while another
+        # process kept half a core busy; one each on a quiet machine): nothing says which cut
+        # request's chunks did, so the plugin must refuse the estimate and say why, not guess.
+        assert not w.valid and any("tokens each" in p and "unknown" in p for p in w.problems)
+        return
+    assert w.valid, w.problems
+    assert w.window["tokens_estimated"]
     print(
         f"llama-server C=2: window {w.output_tok_s:.1f} tok/s, whole requests {n.output_tok_s:.1f}"
     )

@@ -143,7 +143,7 @@ class Shared:
 
 @pytest.fixture(scope="module")
 def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
-    """One real SGLang for every test here that attaches to a server (a load takes about 25 s
+    """One real SGLang for every test here that attaches to a server (a load takes 38 to 44 s
     on 2 cores: one for four tests), started by the plugin's own launcher outside any pytest
     session: ``--enable-metrics`` for the server's own accounting, ``--enable-cache-report``
     for the prefix cache's figures on the OpenAI API.
