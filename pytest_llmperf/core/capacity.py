@@ -45,7 +45,7 @@ class Judgement:
 
 def judge(runs: Sequence[RunMetrics], slo: Mapping[str, float], percentile: float) -> Judgement:
     """Whether the runs at one rate meet every limit of ``slo`` at ``percentile``."""
-    from scipy import stats
+    from pytest_llmperf.core.student import t_cdf
 
     q = PERCENTILES[percentile]
     if any(not r.sustainable for r in runs):
@@ -64,7 +64,7 @@ def judge(runs: Sequence[RunMetrics], slo: Mapping[str, float], percentile: floa
             p_above = 0.0 if mean > 0 else 1.0
         else:
             t = mean / (sd / math.sqrt(len(logs)))
-            p_below = float(stats.t.cdf(t, len(logs) - 1))
+            p_below = t_cdf(t, len(logs) - 1)
             p_above = 1.0 - p_below
         if p_above < ALPHA:
             return Judgement(False, f"{shown}: above the limit (p={p_above:.2g})")

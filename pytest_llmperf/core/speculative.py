@@ -77,7 +77,8 @@ def speedup(
 ) -> Speedup:
     """The ratio of means with a ``confidence`` interval (Welch on logs; exact when a side has n = 1)."""
     import numpy as np  # lazily, as scipy below: importing the plugin must stay cheap
-    from scipy import stats
+
+    from pytest_llmperf.core.student import t_quantile
 
     ls, lb = np.log(np.asarray(spec, dtype=float)), np.log(np.asarray(base, dtype=float))
     ratio = float(np.mean(spec) / np.mean(base))
@@ -93,7 +94,7 @@ def speedup(
             (vs**2 / (len(ls) - 1) if len(ls) > 1 else 0)
             + (vb**2 / (len(lb) - 1) if len(lb) > 1 else 0)
         )
-        t = float(stats.t.ppf(0.5 + confidence / 2, dof))
+        t = t_quantile(0.5 + confidence / 2, dof)
         low, high = math.exp(diff - t * se), math.exp(diff + t * se)
     return Speedup(concurrency, ratio, low, high, len(spec), len(base), accept_length)
 

@@ -28,7 +28,6 @@ there once it is that precise, else goes on, a run at a time, to RECORD_MAX_RUNS
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -57,14 +56,15 @@ def half_width(golden: Sequence[float], n_new: int, alpha: float = ALPHA) -> flo
     """The expected one-sided (1 − α) half-width, on the log scale, of the pooled t-bound for
     ``n_new`` candidate runs against ``golden``, taking the golden's spread as the runs' spread."""
     import numpy as np
-    from scipy import stats
+
+    from pytest_llmperf.core.student import t_quantile
 
     lg = np.log(np.asarray(golden, dtype=float))
     n0 = len(lg)
     if n0 < 2:
         return math.inf
     sd = float(lg.std(ddof=1))
-    return float(stats.t.ppf(1 - alpha, n0 + n_new - 2)) * sd * math.sqrt(1 / n_new + 1 / n0)
+    return t_quantile(1 - alpha, n0 + n_new - 2) * sd * math.sqrt(1 / n_new + 1 / n0)
 
 
 def first_stage(golden: Sequence[float], fail_margin: float, runs: int) -> int:
@@ -183,7 +183,7 @@ def _one_sided(ln: np.ndarray, lg: np.ndarray, alpha: float) -> tuple[float, flo
     """p(new < golden), p(new > golden) and the (1 − α) lower bound on the ratio of means,
     from a pooled-variance t-test on logs. Identical runs on both sides (zero variance) are
     decided by the means alone."""
-    from scipy import stats
+    from pytest_llmperf.core import student
 
     n1, n2 = len(ln), len(lg)
     diff = float(ln.mean() - lg.mean())
@@ -195,14 +195,8 @@ def _one_sided(ln: np.ndarray, lg: np.ndarray, alpha: float) -> tuple[float, flo
         if diff > 0:
             return 1.0, 0.0, math.exp(diff)
         return 1.0, 1.0, 1.0
-    with warnings.catch_warnings():
-        # Steady-state runs can agree to 5 digits: scipy then warns of precision loss in the
-        # variance of identical-looking logs, which the pooled variance above already covers.
-        warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)
-        down = stats.ttest_ind(ln, lg, equal_var=True, alternative="less")
-        up = stats.ttest_ind(ln, lg, equal_var=True, alternative="greater")
-    low = up.confidence_interval(confidence_level=1.0 - alpha).low
-    return float(down.pvalue), float(up.pvalue), float(math.exp(low))
+    test = student.pooled(ln.tolist(), lg.tolist())
+    return test.p_less(), test.p_greater(), math.exp(test.lower_bound(1.0 - alpha))
 
 
 def describe(

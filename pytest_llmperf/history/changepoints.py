@@ -81,12 +81,12 @@ class ChangePoint:
 
     def interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """The two-sided confidence interval of :attr:`shift` (pooled t)."""
-        from scipy import stats
+        from pytest_llmperf.core.student import t_quantile
 
         se, dof = _pooled_se(self.sd_before, self.n_before, self.sd_after, self.n_after)
         if not se > 0 or dof < 1:
             return self.shift, self.shift
-        half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * se
+        half = t_quantile(0.5 + confidence / 2, dof) * se
         return self.shift - half, self.shift + half
 
 
@@ -180,7 +180,7 @@ def _pooled_se(sd1: float, n1: int, sd2: float, n2: int) -> tuple[float, int]:
 
 def _t_pvalue(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided pooled t-test; two constant segments differ (p = 0) or not (p = 1)."""
-    from scipy import stats
+    from pytest_llmperf.core.student import t_sf
 
     se, dof = _pooled_se(_sd(a), len(a), _sd(b), len(b))
     diff = float(b.mean() - a.mean())
@@ -188,7 +188,7 @@ def _t_pvalue(a: np.ndarray, b: np.ndarray) -> float:
         return 1.0
     if not se > 0:
         return 0.0 if diff != 0 else 1.0
-    return float(2 * stats.t.sf(abs(diff) / se, dof))
+    return 2 * t_sf(abs(diff) / se, dof)
 
 
 @dataclass(frozen=True)
@@ -208,9 +208,9 @@ class Onset:
         return self.slope * self.nights
 
     def interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        from scipy import stats
+        from pytest_llmperf.core.student import t_quantile
 
-        half = float(stats.t.ppf(0.5 + confidence / 2, self.dof)) * self.slope_se * self.nights
+        half = t_quantile(0.5 + confidence / 2, self.dof) * self.slope_se * self.nights
         return self.shift - half, self.shift + half
 
 
@@ -221,7 +221,7 @@ def drift_onset(
     ``x = a`` before the onset τ and ``a + b·(i − τ + 1)`` from it, τ chosen by least squares
     over the onsets that leave ``min_level`` nights of level and two of drift; confirmed when
     the slope's t-test, Bonferroni-adjusted for the onsets tried, is below ``max_pvalue``."""
-    from scipy import stats
+    from pytest_llmperf.core.student import t_sf
 
     x = np.asarray(values, dtype=float)
     n = len(x)
@@ -244,7 +244,7 @@ def drift_onset(
     if not se > 0:
         p = 0.0 if slope != 0 else 1.0
     else:
-        p = float(stats.t.sf(abs(slope) / se, dof))
+        p = t_sf(abs(slope) / se, dof)
     p = min(1.0, p * len(onsets))
     if p > max_pvalue:
         return None

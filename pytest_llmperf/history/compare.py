@@ -8,7 +8,6 @@ the log values of their runs (``~`` when p ≥ 0.01, the verdict's α).
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 from pytest_llmperf.core.format import format_value
@@ -25,17 +24,14 @@ def _values(point: dict[str, Any]) -> list[float]:
 
 def welch_p(a: list[float], b: list[float]) -> float | None:
     """Two-sided p of a Welch t-test on logs (None with fewer than two runs a side)."""
-    from scipy import stats
+    from pytest_llmperf.core.student import welch
 
     if len(a) < 2 or len(b) < 2:
         return None
     la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
     if len(set(la)) == 1 and len(set(lb)) == 1:
         return 0.0 if la[0] != lb[0] else 1.0
-    with warnings.catch_warnings():
-        # Steady runs agree to many digits: scipy warns of precision loss, the p stands.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(stats.ttest_ind(la, lb, equal_var=False).pvalue)
+    return welch(la, lb).p_two_sided()
 
 
 def rows(points_a: list[dict[str, Any]], points_b: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -66,7 +66,7 @@ def session_p_value(
     """One-sided p that tonight's mean is worse than the golden's by more than the series'
     nights differ from each other: both are one session, so their difference has the
     variance of two nights (2·spread²), on ``nights − 1`` degrees of freedom."""
-    from scipy import stats
+    from pytest_llmperf.core.student import t_cdf
 
     sign = -1.0 if lower_is_better else 1.0
     tonight = sign * sum(math.log(v) for v in new) / len(new)
@@ -74,7 +74,7 @@ def session_p_value(
     se = math.sqrt(2) * spread
     if not se > 0:
         return 0.0 if diff < 0 else 1.0
-    return float(stats.t.cdf(diff / se, nights - 1))
+    return t_cdf(diff / se, nights - 1)
 
 
 def golden_recorded_at(history: Any) -> float | None:
