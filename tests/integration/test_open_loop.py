@@ -52,11 +52,14 @@ def server_arrivals(url: str, since: float) -> list[float]:
     return sorted(a for a, _, _ in httpx.get(url + "/stats").json() if a >= since)
 
 
-# At 100 requests/s, 8-token requests: with 32, the paced server streamed 3,200 events a second
-# and the two workers parsed them, on 2 cores; in a full run of the suite the client then sent
-# 2-3 ms late at p99 (the plugin rightly called it client-bound), alone it did not.
+# The lag limit is 10 % of the mean gap (1 ms at 100 requests/s, 2 ms at 50). On 2 cores, with
+# another process keeping half a core busy (benchmarks are never run so; CI runners are), one
+# worker sent at 60 requests/s with a p99 lag of 0.5-0.6 ms, but at 100 up to 1.2 ms, and two
+# workers beside the server (three processes on two cores) 3.4-7.4 ms at 30 requests/s: the
+# plugin rightly called those runs client-bound. So: 50 requests/s from one worker (8-token
+# requests: 400 events a second to parse), and two workers deal out a schedule at 10.
 @pytest.mark.parametrize(
-    ("rate", "workers", "tokens"), [(6.0, 1, TOKENS), (10.0, 1, TOKENS), (100.0, 2, 8)]
+    ("rate", "workers", "tokens"), [(6.0, 1, TOKENS), (10.0, 2, TOKENS), (50.0, 1, 8)]
 )
 def test_the_server_sees_the_rate_asked_for(rate, workers, tokens):
     server = start_paced(ITL_MS, 1)  # no slot limit: never the bottleneck

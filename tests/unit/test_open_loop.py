@@ -12,7 +12,7 @@ import pytest
 
 from pytest_llmperf.core.capacity import Capacity, judge, search
 from pytest_llmperf.core.metrics import RunMetrics
-from pytest_llmperf.core.openmetrics import saturation
+from pytest_llmperf.core.openmetrics import open_loop_figures, saturation
 from pytest_llmperf.core.records import OpenLoopRun, RequestRecord, RunRecords
 from pytest_llmperf.core.schedule import Arrivals, interleave, schedule_seed
 
@@ -148,12 +148,14 @@ def test_when_no_rate_holds_the_search_says_so():
 
 
 def open_run(
-    rate: float, arrivals: list[float], ends: list[float], window=(1.0, 3.0)
+    rate: float, arrivals: list[float], ends: list[float], window=(1.0, 3.0), late: float = 0.0
 ) -> RunRecords:
-    records = [
-        RequestRecord(i, start=a, end=e, arrival=a, released=a, chunk_times=[a + 0.001])
-        for i, (a, e) in enumerate(zip(arrivals, ends))
-    ]
+    """A run offered ``arrivals`` at ``rate``; every third request sent ``late`` seconds late."""
+    records = []
+    for i, (a, e) in enumerate(zip(arrivals, ends)):
+        sent = a + (late if i % 3 == 0 else 0.0)
+        records.append(RequestRecord(i, start=sent, end=e, arrival=a, released=sent,
+                                     chunk_times=[sent + 0.001]))  # fmt: skip
     return RunRecords(0, records, [], 0.1, 4.0, window=window,
                       open_loop=OpenLoopRun(rate, 0.0, arrivals))  # fmt: skip
 
@@ -181,3 +183,32 @@ def test_a_run_stopped_early_says_why():
     run = open_run(50.0, [0.5, 1.5], [0.6, 1.6])
     run.open_loop.saturated = "the backlog grew from 3 to 40 requests"  # type: ignore[union-attr]
     assert saturation(run) == "the backlog grew from 3 to 40 requests"
+
+
+def fifo_ends(arrivals: list[float], service_s: float) -> list[float]:
+    ends, free = [], 0.0
+    for a in arrivals:
+        free = max(free, a) + service_s
+        ends.append(free)
+    return ends
+
+
+@pytest.mark.parametrize(
+    ("service_s", "late", "invalid"),
+    [
+        (0.01, 0.004, True),  # the server kept up: late arrivals may have flattered it
+        (0.04, 0.004, False),  # it fell behind a load no heavier than asked: the verdict stands
+        (0.04, 0.025, True),  # sends a whole gap late could have built the backlog themselves
+    ],
+)
+def test_a_late_client_invalidates_a_run_unless_the_server_fell_behind_anyway(
+    service_s, late, invalid
+):
+    arrivals = [k * 0.02 for k in range(200)]  # 50 requests/s: a mean gap of 20 ms, limit 2 ms
+    run = open_run(50.0, arrivals, fifo_ends(arrivals, service_s), late=late)
+    figures, problems = open_loop_figures(run, ttft_send_p50=0.001)
+    assert figures["sustainable"] is (service_s < 0.02)
+    assert figures["lag_s"]["max"] == pytest.approx(late)
+    assert bool(problems) is invalid, problems
+    if invalid:
+        assert problems[0].startswith(f"client-bound: the client sent {late * 1e3:.2f} ms late")
