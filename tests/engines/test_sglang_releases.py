@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -22,7 +23,7 @@ from pytest_llmperf.engines.sglang_log import stage
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.profiles import load_profiles
 from pytest_llmperf.sim.flags import release_parser
-from tests.sglang_real import CLI_DATA, REPO, ROOT, release, require, versions
+from tests.sglang_real import CLI_DATA, PYTHON, REPO, ROOT, release, require, versions
 
 VERSIONS = versions()
 PROFILES = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles
@@ -264,6 +265,18 @@ ADAPTIVE = [
      "algorithm": "EAGLE3", "batches": BATCHES}
     for cutoff in CUTOFFS
 ]  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def every_release_asked_two_at_a_time():
+    """Each release is imported once (about 10 s, most of it torch's import on one core): two
+    at a time on 2 cores, before the first test asks, the matrix takes half as long. Where a
+    release is not installed, its tests skip (or fail) on their own when they ask."""
+    installed = [
+        v for v in VERSIONS if PYTHON.exists() and (ROOT / "releases" / v / "sglang").exists()
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(asked_all, installed))
 
 
 def asked_all(version: str) -> dict:
