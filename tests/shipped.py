@@ -20,6 +20,7 @@ import json
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,9 +28,12 @@ REPO = Path(__file__).resolve().parents[1]
 PROFILES = REPO / "perf_suites" / "profiles.toml"
 
 
-def run_the_suite(pytester: pytest.Pytester, name: str, url: str, concurrency: int) -> None:
+def run_the_suite(
+    pytester: pytest.Pytester, name: str, url: str, concurrency: int
+) -> dict[str, Any]:
     """``pytest perf_suites --llm-profile=NAME`` against ``url``: record, then gate; every
-    point passes, the prefill test is skipped with its reason, and no traceback is printed."""
+    point passes, the prefill test is skipped with its reason, and no traceback is printed.
+    Returns the gated session's results JSON."""
     pytester.makeini(
         f"[pytest]\nllmperf_profiles_file = {PROFILES}\nllmperf_baseline_dir = baselines\n"
     )
@@ -57,7 +61,8 @@ def run_the_suite(pytester: pytest.Pytester, name: str, url: str, concurrency: i
     output = gated.stdout.str()
     assert gated.ret == 0, output[-4000:]
     assert "Traceback" not in output + gated.stderr.str()
-    points = json.loads((pytester.path / "out.json").read_text())["points"]
+    data: dict[str, Any] = json.loads((pytester.path / "out.json").read_text())
+    points = data["points"]
     # The throughput test's figures, each checked on its runs.
     assert {(p["test"].split("::")[1].split("[")[0], p["metric"]) for p in points} == {
         ("test_output_throughput", "output_tok_s"),
@@ -85,3 +90,4 @@ def run_the_suite(pytester: pytest.Pytester, name: str, url: str, concurrency: i
         f"{name}: this workload needs 2,112 tokens per request (2,048 in, 64 out), but the "
         "server gives a request"
     ) in why, why
+    return data

@@ -222,9 +222,12 @@ def test_rate_levels_record_then_gate_with_one_schedule_for_both_profiles(pytest
     for b, s in zip(base["runs"], spec["runs"]):
         assert b["schedule"] == s["schedule"]
     assert base["runs"][0]["schedule"] != base["runs"][1]["schedule"]
-    assert all(p["verdict"] == "PASS" for p in points if p["gated_from"]), [
-        p["message"] for p in points
-    ]
+    # The same server gated: never a FAIL. A WARN is allowed: a TTFT p90 of 3-4 ms moves by
+    # tenths of a millisecond with whatever else runs on 2 cores (in a full run of the suite a
+    # whole session read 4.0 against 3.4 ms, +18 % at p = 0.03), and "a drop to the 30 % margin
+    # could not be ruled out" is then the honest verdict.
+    verdicts = [p["verdict"] for p in points if p["gated_from"]]
+    assert verdicts and set(verdicts) <= {"PASS", "WARN"}, [p["message"] for p in points]
 
 
 def test_a_level_sustainable_in_its_golden_fails_when_it_no_longer_is(pytester):
