@@ -207,6 +207,7 @@ def write_sglang_profile(
     shutdown_timeout_s: float = 5,
     request_timeout_s: float = 10,
     marker: str | None = None,
+    output_len: int = 64,
 ) -> str:
     """Profile ``gpu`` with engine = "sglang" on the stand-in package at ``version`` (None: no
     SGLang installed) and the throughput suite; returns the model marker."""
@@ -225,7 +226,7 @@ def write_sglang_profile(
         {env}
         concurrency = {concurrency}
         runs = 2
-        output_len = 64
+        output_len = {output_len}
         min_requests = 4
         ready_timeout_s = 30
         shutdown_timeout_s = {shutdown_timeout_s}

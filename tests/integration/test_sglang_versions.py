@@ -133,10 +133,13 @@ def test_a_golden_survives_an_sglang_upgrade_but_not_a_changed_attention_backend
         "--sim-speed",
         "20",
     ]
-    marker = write_sglang_profile(pytester, args, version="0.5.19")
+    # 256-token requests (about 150 ms at sim speed 20): with 64 (38 ms), a full run of the
+    # suite had the client 2.1 ms late between a response and its next request, 0.9 of C = 1 in
+    # flight, and the plugin rightly called the run client-bound.
+    marker = write_sglang_profile(pytester, args, version="0.5.19", output_len=256)
     pytester.runpytest("--perf-update", "--perf-update-runs", "4").assert_outcomes(passed=1)
 
-    write_sglang_profile(pytester, args, version="0.5.23", marker=marker)
+    write_sglang_profile(pytester, args, version="0.5.23", marker=marker, output_len=256)
     upgraded = pytester.runpytest("--perf-json", "out.json")
     upgraded.assert_outcomes(passed=1)
     upgraded.stdout.fnmatch_lines(
@@ -155,7 +158,7 @@ def test_a_golden_survives_an_sglang_upgrade_but_not_a_changed_attention_backend
     )
 
     triton = [a if a != "flashinfer" else "triton" for a in args]
-    write_sglang_profile(pytester, triton, version="0.5.23", marker=marker)
+    write_sglang_profile(pytester, triton, version="0.5.23", marker=marker, output_len=256)
     changed = pytester.runpytest()
     changed.assert_outcomes(failed=1)
     changed.stdout.fnmatch_lines(
