@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import fmean, variance
 
 
 def t_quantile(p: float, dof: float) -> float:
@@ -30,12 +31,6 @@ def t_cdf(x: float, dof: float) -> float:
 def t_sf(x: float, dof: float) -> float:
     """P(T > x) (``stats.t.sf``), from the lower tail of −x so small p keep their digits."""
     return t_cdf(-x, dof)
-
-
-def _mean_var(xs: Sequence[float]) -> tuple[float, float]:
-    n = len(xs)
-    mean = math.fsum(xs) / n
-    return mean, math.fsum((x - mean) ** 2 for x in xs) / (n - 1)
 
 
 @dataclass(frozen=True)
@@ -69,7 +64,7 @@ class TwoSample:
 def pooled(a: Sequence[float], b: Sequence[float]) -> TwoSample:
     """Student's test with pooled variance (``ttest_ind(equal_var=True)``); two values a side
     at least, and some spread (the caller decides the degenerate cases by the means)."""
-    (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
+    ma, va, mb, vb = fmean(a), variance(a), fmean(b), variance(b)
     dof = len(a) + len(b) - 2
     var = ((len(a) - 1) * va + (len(b) - 1) * vb) / dof
     return TwoSample(ma - mb, math.sqrt(var * (1 / len(a) + 1 / len(b))), dof)
@@ -78,7 +73,7 @@ def pooled(a: Sequence[float], b: Sequence[float]) -> TwoSample:
 def welch(a: Sequence[float], b: Sequence[float]) -> TwoSample:
     """Welch's test (``ttest_ind(equal_var=False)``), Welch–Satterthwaite dof; two values a
     side at least, and some spread."""
-    (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
+    ma, va, mb, vb = fmean(a), variance(a), fmean(b), variance(b)
     sa, sb = va / len(a), vb / len(b)
     dof = (sa + sb) ** 2 / (sa**2 / (len(a) - 1) + sb**2 / (len(b) - 1))
     return TwoSample(ma - mb, math.sqrt(sa + sb), dof)
