@@ -28,6 +28,9 @@ What every engine shares (process group, teardown, pid records, the log) lives i
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,14 +143,14 @@ class Engine:
         """The server's settings as ``(hard, soft, profile_keys)``: what decides speed, the
         rest, and the server fields the profile's own flags set. By default whatever the server
         says about itself: SGLang's /server_info, llama.cpp's /props, else the command line."""
-        from pytest_llmperf.engines import llamacpp, sglang_args
+        from pytest_llmperf.engines import sglang_args
 
         server_info = sglang_info(info)
         if server_info:
             return sglang_args.split(server_info, profile.args)
         props = info.get("/props") or {}
         if props:
-            return llamacpp.props_args(props), {}, frozenset()
+            return props_args(props), {}, frozenset()
         return {"command": list(profile.command or ()), "args": list(profile.args)}, {}, frozenset()
 
     def server_version(self, info: Mapping[str, Any]) -> str | None:
@@ -252,3 +255,23 @@ def sglang_info(info: Mapping[str, Any]) -> dict[str, Any]:
     """SGLang's /server_info (or its deprecated alias) from what a server said of itself."""
     found = info.get("/server_info") or info.get("/get_server_info") or {}
     return found if isinstance(found, dict) else {}
+
+
+def props_args(props: dict[str, Any]) -> dict[str, Any]:
+    """What ``/props`` says decides speed: the slots (parallel sequences) and the context size."""
+    settings = props.get("default_generation_settings") or {}
+    return {"total_slots": props.get("total_slots"), "n_ctx": settings.get("n_ctx")}
+
+
+def executable_digest(command: Sequence[str]) -> str | None:
+    """``name sha256:<16 hex>`` of the file ``command`` executes, or None if it is not a file."""
+    if not command:
+        return None
+    path = shutil.which(command[0]) or command[0]
+    if not os.path.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return f"{os.path.basename(path)} sha256:{digest.hexdigest()[:16]}"

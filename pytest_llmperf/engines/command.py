@@ -10,15 +10,13 @@ joins the soft fingerprint. It may be speculative by SGLang's or llama.cpp's fla
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmperf.engines.base import Engine
+from pytest_llmperf.engines.base import Engine, executable_digest
 from pytest_llmperf.errors import ProfileError
 
 if TYPE_CHECKING:
@@ -76,17 +74,3 @@ class CommandEngine(Engine):
 
     def binary(self, command: Sequence[str]) -> str | None:
         return executable_digest(command)
-
-
-def executable_digest(command: Sequence[str]) -> str | None:
-    """``name sha256:<16 hex>`` of the file ``command`` executes, or None if it is not a file."""
-    if not command:
-        return None
-    path = shutil.which(command[0]) or command[0]
-    if not os.path.isfile(path):
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return f"{os.path.basename(path)} sha256:{digest.hexdigest()[:16]}"

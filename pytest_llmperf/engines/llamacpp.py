@@ -14,9 +14,9 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from pytest_llmperf.engines.base import Engine
+from pytest_llmperf.engines.base import Engine, executable_digest
 from pytest_llmperf.errors import ServerStartError
 
 if TYPE_CHECKING:
@@ -36,8 +36,6 @@ class LlamaCppEngine(Engine):
         ]  # fmt: skip
 
     def binary(self, command: Sequence[str]) -> str | None:
-        from pytest_llmperf.engines.command import executable_digest
-
         return executable_digest(command)
 
     def info_paths(self) -> tuple[str, ...]:
@@ -66,9 +64,3 @@ def model_path(profile: Profile) -> str:
             "field 'model'). Set `model` to a .gguf file (relative paths are relative to the profiles file)."
         )
     return model
-
-
-def props_args(props: dict[str, Any]) -> dict[str, Any]:
-    """What ``/props`` says decides speed: the slots (parallel sequences) and the context size."""
-    settings = props.get("default_generation_settings") or {}
-    return {"total_slots": props.get("total_slots"), "n_ctx": settings.get("n_ctx")}

@@ -47,23 +47,6 @@ def _date(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def open_change_points(all_series: list[Any]) -> list[dict[str, Any]]:
-    """Per series, the change point its latest nights stand on, newest first."""
-    found = []
-    for series in all_series:
-        cps = series.change_points()
-        if cps:
-            found.append(
-                {
-                    "profile": series.profile,
-                    "point": series.key,
-                    "metric": series.metric,
-                    **series.report(cps[-1]),
-                }
-            )
-    return sorted(found, key=lambda c: c["first_bad_date"], reverse=True)
-
-
 def listing(store: Any) -> dict[str, Any]:
     from pytest_llmperf.history import series
 
@@ -86,7 +69,7 @@ def listing(store: Any) -> dict[str, Any]:
             }
             for r in runs
         ],
-        "open_change_points": open_change_points(all_series),
+        "open_change_points": series.open_change_points(all_series),
     }
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.core.points import unit_of
-from pytest_llmperf.history.series import Series, build, fingerprint_changes
+from pytest_llmperf.history.series import Series, build, fingerprint_changes, open_change_points
 from pytest_llmperf.history.store import HistoryStore
 
 VERDICT_CODES = {None: 0, "PASS": 1, "IMPROVED": 2, "WARN": 3, "FAIL": 4, "INVALID": 5}
@@ -75,7 +75,6 @@ def _series_data(
 
 def data(store: HistoryStore) -> dict[str, Any]:
     """Everything the page shows, as compact JSON (runs referenced by index)."""
-    from pytest_llmperf.history.cli import open_change_points
 
     runs = store.runs()
     rows = store.series_rows()

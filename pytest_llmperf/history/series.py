@@ -10,7 +10,7 @@ throughput, +0.08 8 % more latency.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
@@ -255,3 +255,20 @@ def build(rows: Iterable[dict[str, Any]]) -> list[Series]:
                 )  # fmt: skip
             )
     return out
+
+
+def open_change_points(all_series: Sequence[Series]) -> list[dict[str, Any]]:
+    """Per series, the change point its latest nights stand on, newest first."""
+    found = []
+    for series in all_series:
+        cps = series.change_points()
+        if cps:
+            found.append(
+                {
+                    "profile": series.profile,
+                    "point": series.key,
+                    "metric": series.metric,
+                    **series.report(cps[-1]),
+                }
+            )
+    return sorted(found, key=lambda c: c["first_bad_date"], reverse=True)

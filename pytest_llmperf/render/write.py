@@ -127,10 +127,8 @@ def report_dir(results: Results, directory: Path) -> list[str]:
         if results.analyses:
             images.append(plots.speedup(results.analyses, directory / "speedup.png").name)
         if by_rate or results.capacities:
-            from pytest_llmperf.render.rate_plot import latency_by_rate
-
             path = directory / "latency-by-rate.png"
-            images.append(latency_by_rate(by_rate, results.capacities, path).name)
+            images.append(plots.latency_by_rate(by_rate, results.capacities, path).name)
     else:
         notes.append(
             "plots skipped: matplotlib is not installed (pip install 'pytest-llmperf[report]')"

@@ -5,14 +5,17 @@ impersonates, so the plugin's loading-progress reader is tested on it."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from typing import TYPE_CHECKING
 
-from pytest_llmperf.sim.server import log, rank_log
-
 if TYPE_CHECKING:
     from pytest_llmperf.sim.server import SimServer
+
+# The server's loggers (sim/server.py formats them as SGLang's).
+log = logging.getLogger("sglang.sim")
+rank_log = logging.getLogger("sglang.sim.scheduler")
 
 
 async def log_loading(server: SimServer) -> None:
@@ -37,7 +40,7 @@ async def log_loading(server: SimServer) -> None:
     # Multi-thread loading is SGLang's default from 0.5.11, with its own bar.
     bar = (
         "Multi-thread loading shards"
-        if server._reports_at_least(0, 5, 11)
+        if server.reports_at_least(0, 5, 11)
         else ("Loading safetensors checkpoint shards")
     )
     for k in range(1, shards + 1):
@@ -69,7 +72,7 @@ async def log_loading(server: SimServer) -> None:
 
 async def _capture_graphs(server: SimServer, bar: str) -> None:
     """CUDA-graph capture, target first; a speculative server loads its draft model in between."""
-    if server._reports_at_least(0, 5, 14):
+    if server.reports_at_least(0, 5, 14):
         target = "target verify CUDA graph" if server.speculation else "target decode CUDA graph"
         graph_phases = [target] + (
             ["draft decode CUDA graph", "draft extend CUDA graph"] if server.speculation else []

@@ -63,7 +63,7 @@ class Completion:
         return out
 
     def finish(self, n: int) -> str | None:
-        reason = self.server._finish_reason(self.req) if n >= self.req.generated else None
+        reason = self.server.finish_reason(self.req) if n >= self.req.generated else None
         return None if reason is None else reason["type"]
 
     def whole(self, n: int) -> dict[str, Any]:
@@ -104,7 +104,7 @@ class Completion:
                 "finish_reason": None,
             }
             yield self.chunk([role], None)
-        async for n in server._tokens(self.req):
+        async for n in server.tokens(self.req):
             delta = "".join(self.words[sent:n])
             sent = n
             if chat:
@@ -119,7 +119,7 @@ class Completion:
         if (
             self.body.get("return_spec_tokens_details")
             and server.speculation
-            and server._reports_at_least(0, 5, 19)
+            and server.reports_at_least(0, 5, 19)
         ):
             yield self.spec_details()
         if self.include_usage:
@@ -127,7 +127,7 @@ class Completion:
 
     def spec_details(self) -> bytes:
         """SGLang 0.5.19+: a response-level chunk, only when the request asks for it."""
-        details = {**_NO_SPEC, **self.server._spec_meta(self.req)}
+        details = {**_NO_SPEC, **self.server.spec_meta(self.req)}
         sglext = {
             "routed_experts": None,
             "cached_tokens_details": None,

@@ -117,7 +117,9 @@ class SimServer:
 
         await log_loading(self)
 
-    def _reports_at_least(self, *version: int) -> bool:
+    def reports_at_least(self, *version: int) -> bool:
+        """Whether ``--sim-report-version`` names ``version`` or newer (none given: the wording
+        of the oldest release modelled, as the sim logged before it impersonated releases)."""
         reported = parse_version(self.args.sim_report_version)
         return reported is not None and reported >= version
 
@@ -160,14 +162,14 @@ class SimServer:
         )
         return req, words, ids
 
-    def _finish_reason(self, req: SimRequest) -> dict[str, Any] | None:
+    def finish_reason(self, req: SimRequest) -> dict[str, Any] | None:
         if req.finished_at is None:
             return None
         if req.stopped_by_eos:
             return {"type": "stop", "matched": 2}
         return {"type": "length", "length": req.target_tokens}
 
-    def _spec_meta(self, req: SimRequest) -> dict[str, Any]:
+    def spec_meta(self, req: SimRequest) -> dict[str, Any]:
         """The final event's speculative keys, as the impersonated release names them (read in the
         0.5.6, 0.5.19 and 0.5.23 tokenizer managers): 0.5.6 always sends accept rate, accept length
         and verify count and, once a request verified, the accepted / draft token counts; later
@@ -181,7 +183,7 @@ class SimServer:
             "spec_accept_length": req.generated / req.verify_ct if req.verify_ct else 0.0,
             "spec_verify_ct": req.verify_ct,
         }
-        if not self._reports_at_least(0, 5, 9):
+        if not self.reports_at_least(0, 5, 9):
             return {**verified, **({"spec_accept_token_num": req.accepted_drafts, "spec_draft_token_num": drafts}
                                    if req.verify_ct else {})}  # fmt: skip
         if not req.verify_ct:
@@ -191,7 +193,7 @@ class SimServer:
             "spec_num_proposed_drafts": drafts,
         }
         aliases = {"spec_accepted_drafts": req.accepted_drafts, "spec_proposed_drafts": drafts}
-        return {**verified, **counts, **({} if self._reports_at_least(0, 5, 23) else aliases)}
+        return {**verified, **counts, **({} if self.reports_at_least(0, 5, 23) else aliases)}
 
     def _release_at_least(self, *version: int) -> bool:
         """Whether the release impersonated is ``version`` or newer (no release: the newest)."""
@@ -222,14 +224,14 @@ class SimServer:
         if at_least(0, 5, 11):
             meta["dp_rank"] = None
         if last and req.finished_at is not None:
-            meta["finish_reason"] = self._finish_reason(req)
+            meta["finish_reason"] = self.finish_reason(req)
             meta["e2e_latency"] = req.finished_at - req.received
-            meta.update(self._spec_meta(req))
+            meta.update(self.spec_meta(req))
         if not (last and streamed):  # SGLang stamps every event but a stream's last
             meta["response_sent_to_client_ts"] = time.time()
         return meta
 
-    async def _tokens(self, req: SimRequest) -> AsyncIterator[int]:
+    async def tokens(self, req: SimRequest) -> AsyncIterator[int]:
         """Yield the cumulative token count each time the stream should send a chunk."""
         sent = 0
         interval = max(1, self.args.stream_interval)
@@ -404,7 +406,7 @@ class SimServer:
             )
 
         async def events() -> AsyncIterator[bytes]:
-            async for n in self._tokens(req):
+            async for n in self.tokens(req):
                 chunk = {
                     "text": "".join(words[:n]),
                     "output_ids": list(ids[:n]),
@@ -465,7 +467,7 @@ class SimServer:
         self, req: SimRequest, render: Callable[[int], dict[str, Any]]
     ) -> web.Response:
         try:
-            async for _ in self._tokens(req):
+            async for _ in self.tokens(req):
                 pass
         except RequestFailed as exc:
             return error(500, str(exc))

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from pytest_llmperf.engines import sglang_args
-from pytest_llmperf.engines.command import executable_digest
+from pytest_llmperf.engines.base import executable_digest
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.golden import store as baseline
 from pytest_llmperf.golden.store import GoldenError, PendingFile, PendingPoint, PendingRun

@@ -78,7 +78,7 @@ def test_the_final_events_spec_keys_are_those_of_the_release_impersonated(versio
     server = SimServer(*parse_args([*flags, "--sim-report-version", version]))
     req = SimRequest(rid="r", prompt_tokens=8, target_tokens=16, stopped_by_eos=False, received=0.0)
     req.generated, req.verify_ct, req.accepted_drafts = 11, verify_ct, 6
-    meta = server._spec_meta(req)
+    meta = server.spec_meta(req)
     assert set(meta) == keys
     if verify_ct:
         assert meta["spec_verify_ct"] == 5 and meta["spec_accept_length"] == 11 / 5
