@@ -42,7 +42,9 @@ import httpx
 import psutil
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.load.loadgen import LevelPlan, measure_level, measure_level_async
+from pytest_llmperf.load.closed_loop import ClosedLevel
+from pytest_llmperf.load.level import ClosedPlan, measure_level_async
+from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
 from pytest_llmperf.servers.lifecycle import free_port
 from pytest_llmperf.sim import paced
@@ -55,12 +57,13 @@ PACED_ITL_MS = 20.0
 
 def run_ours(args: argparse.Namespace) -> None:
     workload = Workload(api=args.api, output_len=args.tokens, model="bench")
-    plan = LevelPlan(args.concurrency, args.requests, 1, warmup=True)
+    plan = ClosedPlan(args.concurrency, args.requests, 1, warmup=True)
     transport = "httpx" if args.variant == "httpx" else "aiohttp"
     if args.variant == "asyncio":
-        runs = asyncio.run(measure_level_async(args.url, workload, plan, transport=transport))
+        level = ClosedLevel(plan, workload)
+        runs = asyncio.run(measure_level_async(args.url, level, transport=transport))
     else:
-        runs = measure_level(args.url, workload, plan, transport=transport)
+        runs = measure(args.url, workload, plan, transport=transport)
     m = metrics.summarize_run(runs[0], args.tokens)
     print(
         json.dumps(

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_llmperf.core.metrics import summarize_run
 from pytest_llmperf.core.schedule import Arrivals
-from pytest_llmperf.load.loadgen import LevelPlan, run_in_fresh_loop
+from pytest_llmperf.load.level import OpenPlan, run_in_fresh_loop
 from pytest_llmperf.load.pacer import Pacer, make_pacer
 from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
@@ -89,7 +89,7 @@ def main() -> None:
     try:
         for rate, workers in RATES:
             httpx.get(url + "/stats")
-            plan = LevelPlan(0, 16, 1, window_s=2.0, settle_s=0.3, arrivals=Arrivals(rate))
+            plan = OpenPlan(Arrivals(rate), 16, 1, window_s=2.0, settle_s=0.3)
             (run,) = measure(url, Workload(api="sglang", output_len=TOKENS, salt=5), plan,
                              workers=workers)  # fmt: skip
             stats = httpx.get(url + "/stats").json()

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from pytest_llmperf.core.metrics import summarize_run  # noqa: E402
 from pytest_llmperf.core.schedule import Arrivals  # noqa: E402
-from pytest_llmperf.load.loadgen import LevelPlan  # noqa: E402
+from pytest_llmperf.load.level import OpenPlan  # noqa: E402
 from pytest_llmperf.load.workers import measure  # noqa: E402
 from pytest_llmperf.load.workload import Workload  # noqa: E402
 from pytest_llmperf.sim import paced  # noqa: E402
@@ -75,7 +75,7 @@ def run_ours(url: str, rate: float, n: int, core: int | None) -> dict:
         os.sched_setaffinity(0, {core})
     # One run whose lead-in, window and drain hold about n arrivals; the whole run is compared.
     window = n / rate / 2
-    plan = LevelPlan(0, 1, 1, warmup=False, window_s=window, settle_s=0.0, arrivals=Arrivals(rate))
+    plan = OpenPlan(Arrivals(rate), 1, 1, warmup=False, window_s=window, settle_s=0.0)
     (run,) = measure(url, Workload(api="sglang", output_len=TOKENS, salt=1), plan)
     m = summarize_run(run, TOKENS)
     return {

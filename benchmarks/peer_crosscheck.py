@@ -44,8 +44,9 @@ import httpx
 from client_ceiling import run_aiperf
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.load.loadgen import LevelPlan, measure_level
+from pytest_llmperf.load.level import ClosedPlan
 from pytest_llmperf.load.prompts import default_prompts
+from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
 from pytest_llmperf.profiles import load_profiles
 from pytest_llmperf.servers.lifecycle import build_command, free_port, wait_for_health
@@ -114,10 +115,10 @@ def main() -> None:
             n = max(8, 4 * c)
             ours, theirs, ttft_ours, ttft_theirs, in_flight = [], [], [], [], []
             for _ in range(args.rounds):
-                run = measure_level(
+                run = measure(
                     url,
                     Workload(api="openai", output_len=OUTPUT_LEN, model="smollm2"),
-                    LevelPlan(c, n, 1),
+                    ClosedPlan(c, n, 1),
                 )[0]
                 m = metrics.summarize_run(run, OUTPUT_LEN)
                 ours.append(m.output_tok_s)
@@ -228,10 +229,10 @@ def sglang_crosscheck(args: argparse.Namespace) -> None:
             ours, theirs, ttft_ours, ttft_theirs, counted = [], [], [], [], []
             for _ in range(args.rounds):
                 before = generation_tokens(url)
-                run = measure_level(
+                run = measure(
                     url,
                     Workload(api="sglang", output_len=OUTPUT_LEN),
-                    LevelPlan(c, n, 1, warmup=False),
+                    ClosedPlan(c, n, 1, warmup=False),
                 )[0]
                 mid = generation_tokens(url)
                 m = metrics.summarize_run(run, OUTPUT_LEN)

@@ -21,7 +21,8 @@ from pathlib import Path
 import psutil
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.load.loadgen import LevelPlan, measure_level
+from pytest_llmperf.load.level import ClosedPlan
+from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
 from pytest_llmperf.profiles import load_profiles
 from pytest_llmperf.servers import lifecycle
@@ -61,10 +62,10 @@ def main() -> None:
                 time.sleep(2)
                 results[name].setdefault("idle CPU", []).append(idle_scheduler_cpu(handle))
                 for c in (1, 4):
-                    runs = measure_level(
+                    runs = measure(
                         handle.base_url,
                         Workload(api="sglang", output_len=OUTPUT_LEN),
-                        LevelPlan(c, 16, 3),
+                        ClosedPlan(c, 16, 3),
                     )
                     for run in runs:
                         m = metrics.summarize_run(run, OUTPUT_LEN)

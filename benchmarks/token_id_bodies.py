@@ -17,7 +17,7 @@ import time
 import httpx
 
 from pytest_llmperf.core.lengths import Lengths
-from pytest_llmperf.load.loadgen import request_source
+from pytest_llmperf.load.level import request_source
 from pytest_llmperf.load.workload import Workload
 
 REQUESTS = 2000

@@ -24,7 +24,7 @@ from pytest_llmperf.core.verdict import (
 )
 from pytest_llmperf.golden.store import GoldenError, golden_path, load
 from pytest_llmperf.history.timing import StoredTimes
-from pytest_llmperf.load.loadgen import WARMUP_OUTPUT_LEN
+from pytest_llmperf.load.level import WARMUP_OUTPUT_LEN
 from pytest_llmperf.profiles import Profile
 
 
@@ -165,9 +165,9 @@ def rate_lines(
     points: Iterable[tuple[Profile, float]], *, recording: bool, update_runs: int | None = None
 ) -> list[str]:
     """The open-loop rate levels: a run's length is set by the profile (lead-in, window and at
-    most the drain, see load/openloop.py), so they are timed without a golden (an upper bound:
+    most the drain, see load/open_loop.py), so they are timed without a golden (an upper bound:
     the drain ends when the window's arrivals have their first tokens)."""
-    from pytest_llmperf.load.openloop import run_parts
+    from pytest_llmperf.load.open_loop import run_parts
 
     by_profile: dict[str, list[tuple[Profile, float]]] = {}
     for profile, rate in points:

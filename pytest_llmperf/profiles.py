@@ -175,7 +175,7 @@ class Profile:
     #: The environment variable whose value the client sends as ``Authorization: Bearer``
     #: (None: the value of ``--api-key`` in ``args``, if any).
     api_key_env: str | None = None
-    #: Open-loop rate levels, requests/s (``llm_request_rate``; see load/openloop.py).
+    #: Open-loop rate levels, requests/s (``llm_request_rate``; see load/open_loop.py).
     request_rate: tuple[float, ...] = ()
     #: How requests arrive at a rate level: "poisson", "gamma" (with ``burstiness``), "constant".
     arrival: str = "poisson"

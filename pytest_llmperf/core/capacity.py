@@ -10,7 +10,7 @@ hold, so the capacity is the highest rate that holds *with significance*.
 The search is on log-rate: bracket first (double or halve from the start until one rate holds
 and one does not), then bisect the bracket's logs until its ends are within ``resolution`` of
 each other. The result is that bracket: ``low`` held, ``high`` did not, and ``max_rate`` is
-their geometric mean. TTFT and e2e count from the scheduled arrival (core/openmetrics.py).
+their geometric mean. TTFT and e2e count from the scheduled arrival (core/open_loop_figures.py).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Definitions (peers use the same names for different things; these are ours):
   :func:`client_checks`. A run with any problem is INVALID, not a slower run.
 
 A run measured over a steady-state window (``window_s``, see
-:mod:`pytest_llmperf.load.loadgen`) keeps these definitions, with the window as the run's
+:mod:`pytest_llmperf.load.closed_loop`) keeps these definitions, with the window as the run's
 duration: ``output_tok_s`` is the server-reported tokens of the chunks that arrived inside the
 window ÷ its length; TTFT covers the requests sent inside the window (one cut before its first
 token counts with what it waited) and ITL the token gaps that ended inside it, so both describe
@@ -29,12 +29,24 @@ in-flight check is over the window.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from pytest_llmperf.core.open_loop_figures import (
+    arrival_latencies,
+    mean_in_flight,
+    open_loop_figures,
+    schedule_of,
+)
 from pytest_llmperf.core.records import ABANDONED, RequestRecord, RunRecords
-from pytest_llmperf.core.stats import distribution, finite_or_none, weighted_percentile
+from pytest_llmperf.core.stats import (
+    MIN_SAMPLES,
+    distribution,
+    finite_or_none,
+    weighted_percentile,
+)
 
 __all__ = [
     "LATENCY_METRICS",
@@ -146,15 +158,6 @@ def window_itl(
                 values.append((times[k] - times[k - 1]) / n)
                 weights.append(n)
     return values, weights
-
-
-def in_flight_in_window(records: Sequence[RequestRecord], window: tuple[float, float]) -> float:
-    """Mean requests in flight inside the window (Little's law over the window)."""
-    opened, closed = window
-    if closed <= opened:
-        return 0.0
-    busy = sum(max(0.0, min(r.end or closed, closed) - max(r.start, opened)) for r in records)
-    return busy / (closed - opened)
 
 
 def run_duration(records: Sequence[RequestRecord]) -> float:
@@ -272,7 +275,7 @@ class RunMetrics:
     cached_tokens: int | None = None
     #: Requests per second that met every SLO of the profile (None: the profile has none).
     goodput_req_s: float | None = None
-    #: An open-loop run's own figures (see :mod:`pytest_llmperf.core.openmetrics`), and its
+    #: An open-loop run's own figures (see :mod:`pytest_llmperf.core.open_loop_figures`), and its
     #: schedule: arrival offsets in seconds from the run's start.
     open_loop: dict[str, Any] | None = None
     schedule: list[float] | None = None
@@ -295,27 +298,34 @@ class RunMetrics:
 def summarize_run(
     run: RunRecords, expected_tokens: int | None, slo: Mapping[str, float] | None = None
 ) -> RunMetrics:
-    """All metrics of one run, with its validity problems (an empty tuple when valid);
+    """All metrics of one run, with its validity problems (an empty tuple when valid): over its
+    whole requests, its steady-state window, or an open loop's window (from the arrivals);
     ``slo`` (e.g. ``{"ttft_s": 2.0}``) adds ``goodput_req_s``."""
-    metrics = _summarize(run, expected_tokens)
+    if run.window is not None:
+        figures, problems = _window_figures(run, run.window)
+    else:
+        figures, problems = _whole_run_figures(run)
     finished = [r for r in run.records if r.error is None and not r.cancelled]
     cached = [r.cached_tokens for r in finished if r.cached_tokens is not None]
-    extra: dict[str, Any] = {
-        "prompt_tokens": sum(r.prompt_tokens or 0 for r in finished),
-        "cached_tokens": sum(cached) if cached else None,
-    }
-    if slo:
-        extra["goodput_req_s"] = goodput(run, slo)
-    return RunMetrics(**{**metrics.__dict__, **extra})
+    lag = distribution(run.loop_lag_s)
+    lag["max"] = max(run.loop_lag_s, default=math.nan)
+    metrics = RunMetrics(
+        concurrency=run.concurrency,
+        loop_lag_s=lag,
+        client_cpu_fraction=run.client_cpu_s / run.wall_s if run.wall_s > 0 else 0.0,
+        prompt_tokens=sum(r.prompt_tokens or 0 for r in finished),
+        cached_tokens=sum(cached) if cached else None,
+        goodput_req_s=goodput(run, slo) if slo else None,
+        **figures,
+    )
+    # A saturated open-loop run's requests are cut unfinished on purpose: its verdict is "not
+    # sustainable", not a request problem.
+    problems = request_problems(run.records, expected_tokens) + client_checks(metrics) + problems
+    return replace(metrics, problems=tuple(problems))
 
 
-def _summarize(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
-    if run.open_loop is not None and run.window is not None:
-        from pytest_llmperf.core.openmetrics import summarize_open
-
-        return summarize_open(run, expected_tokens)
-    if run.window is not None:
-        return _summarize_window(run, run.window, expected_tokens)
+def _whole_run_figures(run: RunRecords) -> tuple[dict[str, Any], list[str]]:
+    """A run of N whole requests: from its first send to its last response."""
     records = run.records
     ok = [r for r in records if r.error is None]
     itl_values: list[float] = []
@@ -324,80 +334,103 @@ def _summarize(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
         v, w = itl(r)
         itl_values += v
         itl_weights += w
-    ttfts = [t for t in (ttft(r) for r in ok) if t is not None]
-    tpots = [t for t in (tpot(r) for r in ok) if t is not None]
-    rates = [t for t in (request_tok_s(r) for r in ok) if t is not None]
-    lag = distribution(run.loop_lag_s)
-    lag["max"] = max(run.loop_lag_s, default=math.nan)
-    metrics = RunMetrics(
-        concurrency=run.concurrency,
-        requests=len(records),
-        failed_requests=len(records) - len(ok),
-        output_tokens=sum(r.completion_tokens or 0 for r in ok),
-        duration_s=run_duration(records),
-        output_tok_s=output_tok_s(records),
-        request_tok_s=distribution(rates),
-        ttft_s=distribution(ttfts),
-        itl_s=distribution(itl_values, itl_weights),
-        tpot_s=distribution(tpots),
-        e2e_s=distribution([r.e2e for r in ok]),
-        accept_length=accept_length(ok),
-        achieved_concurrency=achieved_concurrency(records),
-        in_flight_while_sending=in_flight_while_sending(records, run.concurrency),
-        client_gap_s=client_gap(records, run.concurrency),
-        loop_lag_s=lag,
-        client_cpu_fraction=run.client_cpu_s / run.wall_s if run.wall_s > 0 else 0.0,
-    )
-    problems = request_problems(records, expected_tokens) + client_checks(metrics)
-    return RunMetrics(**{**metrics.__dict__, "problems": tuple(problems)})
+    figures = {
+        "requests": len(records),
+        "failed_requests": len(records) - len(ok),
+        "output_tokens": sum(r.completion_tokens or 0 for r in ok),
+        "duration_s": run_duration(records),
+        "output_tok_s": output_tok_s(records),
+        "request_tok_s": distribution([t for t in map(request_tok_s, ok) if t is not None]),
+        "ttft_s": distribution([t for t in map(ttft, ok) if t is not None]),
+        "itl_s": distribution(itl_values, itl_weights),
+        "tpot_s": distribution([t for t in map(tpot, ok) if t is not None]),
+        "e2e_s": distribution([r.e2e for r in ok]),
+        "accept_length": accept_length(ok),
+        "achieved_concurrency": achieved_concurrency(records),
+        "in_flight_while_sending": in_flight_while_sending(records, run.concurrency),
+        "client_gap_s": client_gap(records, run.concurrency),
+    }
+    return figures, []
 
 
-def _summarize_window(
-    run: RunRecords, window: tuple[float, float], expected_tokens: int | None
-) -> RunMetrics:
-    records = run.records
-    ok = [r for r in records if r.error is None]
+def _window_figures(
+    run: RunRecords, window: tuple[float, float]
+) -> tuple[dict[str, Any], list[str]]:
+    """A steady-state window: a closed loop's (see the module's docstring), or an open loop's,
+    whose latencies count from the scheduled arrival (core/open_loop_figures.py)."""
+    records, info = run.records, run.open_loop
+    sent = [r for r in records if r.start]
+    ok = [r for r in sent if r.error is None]
     finished = [r for r in ok if not r.cancelled]
-    full = [r for r in finished if not r.staggered]
-    per_chunk = tokens_per_chunk(records)
-    itl_values, itl_weights = window_itl(ok, window, per_chunk)
+    itl_values, itl_weights = window_itl(ok, window, tokens_per_chunk(records))
     tokens, estimated = window_tokens(records, window)
     seconds = window[1] - window[0]
-    in_window = in_flight_in_window(records, window)
-    lag = distribution(run.loop_lag_s)
-    lag["max"] = max(run.loop_lag_s, default=math.nan)
-    first = min((r.start for r in records), default=window[0])
-    metrics = RunMetrics(
-        concurrency=run.concurrency,
-        requests=len(records),
-        failed_requests=len(records) - len(ok),
-        output_tokens=round(tokens),
-        duration_s=seconds,
-        output_tok_s=tokens / seconds if seconds > 0 else 0.0,
-        request_tok_s=distribution([t for t in map(request_tok_s, full) if t is not None]),
-        ttft_s=distribution(window_ttfts(ok, window)),
-        itl_s=distribution(itl_values, itl_weights),
-        tpot_s=distribution([t for t in map(tpot, finished) if t is not None]),
-        e2e_s=distribution([r.e2e for r in full]),
-        accept_length=accept_length(finished),
-        achieved_concurrency=in_window,
-        in_flight_while_sending=in_window,
-        client_gap_s=client_gap(records, run.concurrency),
-        loop_lag_s=lag,
-        client_cpu_fraction=run.client_cpu_s / run.wall_s if run.wall_s > 0 else 0.0,
-        window={
-            "opened_s": window[0] - first,
-            "seconds": seconds,
-            "tokens": round(tokens),
-            "tokens_estimated": estimated,
-            "finished_requests": len(finished),
-            "cancelled_requests": len(ok) - len(finished),
-        },
-    )
-    problems = request_problems(records, expected_tokens) + client_checks(metrics)
-    if estimated:
-        problems += _estimate_problems(records)
-    return RunMetrics(**{**metrics.__dict__, "problems": tuple(problems)})
+    figures: dict[str, Any]
+    if info is None:
+        full = [r for r in finished if not r.staggered]
+        in_window = mean_in_flight(records, window)
+        figures = {
+            "request_tok_s": distribution([t for t in map(request_tok_s, full) if t is not None]),
+            "ttft_s": distribution(window_ttfts(ok, window)),
+            "e2e_s": distribution([r.e2e for r in full]),
+            "achieved_concurrency": in_window,
+            "in_flight_while_sending": in_window,
+            "client_gap_s": client_gap(records, run.concurrency),
+        }
+        origin = min((r.start for r in records), default=window[0])
+        problems = _estimate_problems(records) if estimated else []
+    else:
+        arrived = [r for r in finished if window[0] <= r.arrival < window[1]]
+        ttfts, e2es = arrival_latencies(records, window)
+        send_ttfts = [r.chunk_times[0] - r.start for r in ok if r.chunk_times]
+        own, problems = open_loop_figures(
+            run, statistics.median(send_ttfts) if send_ttfts else math.nan
+        )
+        figures = {
+            "request_tok_s": distribution(
+                [t for t in map(request_tok_s, arrived) if t is not None]
+            ),
+            "ttft_s": distribution(ttfts),
+            "e2e_s": distribution(e2es),
+            "achieved_concurrency": own["mean_backlog"],
+            "in_flight_while_sending": own["mean_backlog"],
+            "client_gap_s": 0.0,
+            "open_loop": own,
+            "schedule": schedule_of(run),
+        }
+        origin = info.start
+    figures |= {
+        "requests": len(sent),
+        "failed_requests": len(sent) - len(ok),
+        "output_tokens": round(tokens),
+        "duration_s": seconds,
+        "output_tok_s": tokens / seconds if seconds > 0 else 0.0,
+        "itl_s": distribution(itl_values, itl_weights),
+        "tpot_s": distribution([t for t in map(tpot, finished) if t is not None]),
+        "accept_length": accept_length(finished),
+        "window": window_summary(window, origin, tokens, estimated, ok, finished),
+    }
+    return figures, problems
+
+
+def window_summary(
+    window: tuple[float, float],
+    origin: float,
+    tokens: float,
+    estimated: bool,
+    ok: Sequence[RequestRecord],
+    finished: Sequence[RequestRecord],
+) -> dict[str, Any]:
+    """A run's ``window``: when it opened (seconds after ``origin``), its length, its tokens,
+    and the requests that finished and that were cut at its close."""
+    return {
+        "opened_s": window[0] - origin,
+        "seconds": window[1] - window[0],
+        "tokens": round(tokens),
+        "tokens_estimated": estimated,
+        "finished_requests": len(finished),
+        "cancelled_requests": len(ok) - len(finished),
+    }
 
 
 def _estimate_problems(records: Sequence[RequestRecord]) -> list[str]:
@@ -533,11 +566,6 @@ METRICS = ("output_tok_s", "request_tok_s", "goodput_req_s", *LATENCY_METRICS)
 
 def lower_is_better(metric: str) -> bool:
     return metric in LATENCY_METRICS
-
-
-#: A run's percentile q is estimated from at least this many values: below it, a p99 is
-#: nearly the run's slowest value, and one hiccup moves it by the whole of it.
-MIN_SAMPLES = {"p50": 2, "p90": 10, "p99": 100}
 
 
 def too_few_samples(run: RunMetrics, metric: str) -> int | None:

@@ -86,7 +86,7 @@ class RunRecords:
     #: The steady-state measurement window (``perf_counter`` open, close), or None for a run
     #: measured over its N whole requests.
     window: tuple[float, float] | None = None
-    #: Open loop: the run's schedule and how it went (see :mod:`pytest_llmperf.load.openloop`).
+    #: Open loop: the run's schedule and how it went (see :mod:`pytest_llmperf.load.open_loop`).
     open_loop: OpenLoopRun | None = None
 
 

@@ -84,6 +84,11 @@ def weighted_percentile(
     return pairs[-1][0]
 
 
+#: A percentile q is estimated from at least this many values: below it, a p99 is nearly the
+#: slowest value, and one hiccup moves it by the whole of it.
+MIN_SAMPLES = {"p50": 2, "p90": 10, "p99": 100}
+
+
 def distribution(
     values: Sequence[float], weights: Sequence[float] | None = None
 ) -> dict[str, float]:

@@ -131,7 +131,7 @@ class PendingPoint:
     why: str
     pool: bool
     workload: dict[str, Any] = field(default_factory=dict)
-    #: A rate level the server could not keep up with when recorded (see core/openmetrics.py).
+    #: A rate level the server could not keep up with when recorded (see core/open_loop_figures.py).
     sustainable: bool = True
     #: More fields of the golden point (a capacity's bracket: ``low``, ``high``).
     extra: dict[str, Any] = field(default_factory=dict)

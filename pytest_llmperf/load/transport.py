@@ -146,7 +146,7 @@ def make_client(
     """An AsyncClient over ``transport`` with a connect timeout and no per-read timeouts.
 
     A timeout per read arms and cancels a timer for every chunk; the load generator instead
-    watches all streams with one watchdog (``loadgen.closed_loop``).
+    watches all streams with one watchdog (``level.InFlight.watch``).
     """
     return httpx.AsyncClient(
         base_url=base_url,

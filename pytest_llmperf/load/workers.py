@@ -1,10 +1,12 @@
-"""Spread the load generator over worker processes when one core is not enough.
+"""Measuring a level: :func:`measure`, from this process or from worker processes when one
+core is not enough.
 
-C is split across W processes (C₁ + … + C_W = C); each runs its own event loop and closed
-loop, and all draw request indices from one shared counter, so together they keep exactly C
-requests in flight until the N-th is sent. A barrier starts every run in all workers at once,
+A closed level's C is split across W processes (C₁ + … + C_W = C); each runs its own event loop
+and closed loop, and all draw request indices from one shared counter, so together they keep
+exactly C requests in flight until the N-th is sent. An open level's schedule is dealt to the
+workers, which start it at one shared time. A barrier starts every run in all workers at once,
 and the runs are merged into one (``perf_counter`` is CLOCK_MONOTONIC, shared by all
-processes of a machine). With one worker, or C = 1, everything stays in this process.
+processes of a machine). A closed level with one worker, or C = 1, stays in this process.
 """
 
 from __future__ import annotations
@@ -24,15 +26,17 @@ from typing import Any
 import httpx
 
 from pytest_llmperf.core.records import RunRecords
-from pytest_llmperf.load.loadgen import (
-    _ELSEWHERE,
+from pytest_llmperf.load.closed_loop import ClosedLevel, Progress
+from pytest_llmperf.load.level import (
+    ELSEWHERE,
     Abort,
+    ClosedPlan,
     LevelPlan,
-    Progress,
-    measure_level,
+    Loop,
     measure_level_async,
     run_in_fresh_loop,
 )
+from pytest_llmperf.load.open_loop import OpenLevel
 from pytest_llmperf.load.workload import Workload
 
 RESULT_TIMEOUT_S = 5.0
@@ -54,36 +58,37 @@ def measure(
     plan: LevelPlan,
     *,
     workers: int = 1,
-    between_runs: Callable[[httpx.AsyncClient], Awaitable[Any]] | None = None,
+    between_runs: BetweenRuns | None = None,
     progress: Callable[[int], Progress] | None = None,
-    **kwargs: Any,
+    transport: str = "aiohttp",
+    timeout_s: float = 600.0,
+    headers: dict[str, str] | None = None,
 ) -> list[RunRecords]:
-    """``plan.runs`` runs at ``plan.concurrency`` from ``workers`` processes; ``between_runs``
-    (e.g. SGLang's cache flush) runs once before each run, while no request is in flight.
+    """``plan.runs`` runs of the level from ``workers`` processes; ``between_runs`` (e.g.
+    SGLang's cache flush) runs once before each run, while no request is in flight.
     ``progress`` is reported from this process only, so not with several workers."""
-    if plan.arrivals is None:
+    if isinstance(plan, ClosedPlan):
         workers = min(workers, plan.concurrency)
     # An open loop always sends from worker processes (one at least), whatever C: a thread of
     # the pytest process (a server's log copier, a user's plugin) holding the GIL for a few
     # milliseconds would delay a send by as much (seen: 8-22 ms at the 99th percentile in
     # pytest, 0.5 ms in a process of its own).
-    if workers <= 1 and plan.arrivals is None:
+    if workers <= 1 and isinstance(plan, ClosedPlan):
         abort = Abort()
 
         async def before_run(client: httpx.AsyncClient) -> None:
             if between_runs is not None and not abort.is_set():
                 await between_runs(client)
 
-        return measure_level(
-            base_url, workload, plan, before_run=before_run, abort=abort, progress=progress,
-            **kwargs,
-        )  # fmt: skip
+        loop = ClosedLevel(plan, workload, timeout_s, progress=progress)
+        return _measure_here(base_url, loop, (transport, headers), before_run, abort)
     ctx = _context()
     barrier = ctx.Barrier(workers)
     counter = ctx.Value("q", 0)
     stalled = ctx.Value("b", 0)
     start = ctx.Value("d", 0.0)
     results = ctx.Queue()
+    shares = split(max(plan.concurrency, workers), workers)
     procs = [
         ctx.Process(
             target=_worker_main,
@@ -93,17 +98,17 @@ def measure(
                 i,
                 base_url,
                 workload,
-                replace(plan, concurrency=c if plan.arrivals is None else plan.concurrency),
+                replace(plan, concurrency=c) if isinstance(plan, ClosedPlan) else plan,
                 barrier,
                 counter,
                 results,
                 between_runs if i == 0 else None,
                 stalled,
                 (i, workers, start),
-                kwargs,
+                (transport, timeout_s, headers),
             ),
         )
-        for i, c in enumerate(split(max(plan.concurrency, workers), workers))
+        for i, c in enumerate(shares)
     ]
     for p in procs:
         p.start()
@@ -112,6 +117,27 @@ def measure(
     # runs as every worker has.
     runs = min(len(part) for part in collected.values())
     return [merge([collected[i][k] for i in range(workers)], plan.concurrency) for k in range(runs)]
+
+
+def _measure_here(
+    base_url: str,
+    loop: Loop,
+    client: tuple[str, dict[str, str] | None],
+    before_run: BetweenRuns,
+    abort: Abort,
+) -> list[RunRecords]:
+    """The level in this process, on a fresh event loop."""
+    transport, headers = client
+    return run_in_fresh_loop(
+        measure_level_async(
+            base_url,
+            loop,
+            transport=transport,
+            headers=headers,
+            before_run=before_run,
+            abort=abort,
+        )  # fmt: skip
+    )
 
 
 def _context() -> Any:
@@ -168,7 +194,7 @@ def merge(parts: list[RunRecords], concurrency: int) -> RunRecords:
     lags = [lag for p in parts for lag in p.loop_lag_s]
     aborted = [p.aborted for p in parts if p.aborted]
     # The stalled request's own reason first, not a bystander's.
-    aborted.sort(key=lambda reason: reason == _ELSEWHERE)
+    aborted.sort(key=lambda reason: reason == ELSEWHERE)
     open_loop = parts[0].open_loop
     if open_loop is not None:
         # One schedule dealt to every worker: saturated if any share was.
@@ -208,7 +234,7 @@ def _worker_main(
     between_runs: BetweenRuns | None,
     stalled: Any,
     share: tuple[int, int, Any],
-    kwargs: dict[str, Any],
+    client: tuple[str, float, dict[str, str] | None],
 ) -> None:
     try:
         abort = Abort(stalled)
@@ -216,35 +242,14 @@ def _worker_main(
         before_run = functools.partial(
             _synchronized, barrier, counter, index == 0, between_runs, abort, start
         )
-        if plan.arrivals is not None:
-            from pytest_llmperf.load.openloop import measure_open_level
-
-            runs = run_in_fresh_loop(
-                measure_open_level(
-                    base_url,
-                    workload,
-                    plan,
-                    before_run=before_run,
-                    abort=abort,
-                    share=(index, parts),
-                    start_at=lambda: float(start.value),
-                    **kwargs,
-                )  # fmt: skip
-            )
-        else:
+        transport, timeout_s, headers = client
+        loop: Loop
+        if isinstance(plan, ClosedPlan):
             claim = functools.partial(_claim, counter, plan.request_limit)
-            runs = run_in_fresh_loop(
-                measure_level_async(
-                    base_url,
-                    workload,
-                    plan,
-                    before_run=before_run,
-                    claim=claim,
-                    abort=abort,
-                    **kwargs,
-                )  # fmt: skip
-            )
-        results.put((index, runs))
+            loop = ClosedLevel(plan, workload, timeout_s, claim=claim)
+        else:
+            loop = OpenLevel(plan, workload, timeout_s, (index, parts), lambda: float(start.value))
+        results.put((index, _measure_here(base_url, loop, (transport, headers), before_run, abort)))
     except BaseException:
         results.put((index, traceback.format_exc()))
 

@@ -132,13 +132,14 @@ def test_a_window_on_a_server_that_counts_only_at_the_end(llama_url):
     measurements on 2 shared cores differ by noise (a ±15 %
     comparison of them failed once in CI), so the whole-request run only bounds gross errors."""
     from pytest_llmperf.core import metrics
-    from pytest_llmperf.load.loadgen import LevelPlan, measure_level
+    from pytest_llmperf.load.level import ClosedPlan
+    from pytest_llmperf.load.workers import measure
     from pytest_llmperf.load.workload import Workload
 
     url = llama_url
     workload = Workload(api="openai", output_len=64, extra_body={"cache_prompt": False})
-    (windowed,) = measure_level(url, workload, LevelPlan(2, 0, 1, window_s=4.0))
-    (whole,) = measure_level(url, workload, LevelPlan(2, 16, 1))
+    (windowed,) = measure(url, workload, ClosedPlan(2, 0, 1, window_s=4.0))
+    (whole,) = measure(url, workload, ClosedPlan(2, 16, 1))
     w = metrics.summarize_run(windowed, 64)
     n = metrics.summarize_run(whole, 64)
     assert n.valid, n.problems
@@ -167,15 +168,16 @@ def test_token_id_prompts_and_the_chat_api_on_llama_server(llama_url):
     with usage."""
     from pytest_llmperf.core import metrics
     from pytest_llmperf.core.lengths import Lengths
-    from pytest_llmperf.load.loadgen import LevelPlan, measure_level
+    from pytest_llmperf.load.level import ClosedPlan
+    from pytest_llmperf.load.workers import measure
     from pytest_llmperf.load.workload import Workload
 
     url = llama_url
     common = {"output_len": 16, "model": "smollm2", "extra_body": {"cache_prompt": False}}
     ids = Workload(api="openai", input=Lengths((200, 400)), **common)
     chat = Workload(api="chat", **common)
-    (by_ids,) = measure_level(url, ids, LevelPlan(2, 8, 1))
-    (by_chat,) = measure_level(url, chat, LevelPlan(2, 8, 1))
+    (by_ids,) = measure(url, ids, ClosedPlan(2, 8, 1))
+    (by_chat,) = measure(url, chat, ClosedPlan(2, 8, 1))
     sent = [r.sent_prompt_tokens for r in by_ids.records]
     assert set(sent) <= {200, 400} and len(set(sent)) == 2, sent  # drawn per request
     assert [r.prompt_tokens for r in by_ids.records] == sent

@@ -429,13 +429,12 @@ def test_steady_state_windows_cut_requests_that_sglang_then_aborts(attached):
     cancelled stream at once; 0.5.6 only by the response's background task, 2 s later, which the
     sim models and settle_s covers); the windows are valid measurements."""
     from pytest_llmperf.core import metrics
-    from pytest_llmperf.load.loadgen import SETTLE_S, LevelPlan, measure_level
+    from pytest_llmperf.load.level import SETTLE_S, ClosedPlan
+    from pytest_llmperf.load.workers import measure
     from pytest_llmperf.load.workload import Workload
 
     url = attached.server.base_url
-    runs = measure_level(
-        url, Workload(api="sglang", output_len=256), LevelPlan(4, 0, 2, window_s=3.0)
-    )
+    runs = measure(url, Workload(api="sglang", output_len=256), ClosedPlan(4, 0, 2, window_s=3.0))
     cut_at = time.time()
     summaries = [metrics.summarize_run(r, 256) for r in runs]
     for m in summaries:
@@ -462,7 +461,8 @@ def test_token_id_prompts_prefix_cache_and_chat_on_the_real_server(attached):
     that share nothing never are; the chat API streams with usage."""
     from pytest_llmperf.core import metrics
     from pytest_llmperf.core.lengths import Lengths
-    from pytest_llmperf.load.loadgen import LevelPlan, flush_cache, measure_level
+    from pytest_llmperf.load.level import ClosedPlan, flush_cache
+    from pytest_llmperf.load.workers import measure as measure_level
     from pytest_llmperf.load.workload import Workload
 
     url = attached.server.base_url
@@ -470,7 +470,7 @@ def test_token_id_prompts_prefix_cache_and_chat_on_the_real_server(attached):
 
     def measure(workload: Workload) -> list[metrics.RunMetrics]:
         # C = 1: each request is prefilled after the previous one is in the cache.
-        runs = measure_level(url, workload, LevelPlan(1, 6, 2), before_run=flush_cache)
+        runs = measure_level(url, workload, ClosedPlan(1, 6, 2), between_runs=flush_cache)
         out = [metrics.summarize_run(r, workload.output_len) for r in runs]
         for m in out:
             assert m.valid, m.problems

@@ -10,7 +10,8 @@ import math
 import pytest
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.load.loadgen import LevelPlan, measure_level
+from pytest_llmperf.load.level import ClosedPlan
+from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
 from tests.helpers import start_paced
 
@@ -32,10 +33,10 @@ def test_output_tok_s_within_5_percent_of_truth(paced, api, concurrency):
     k = paced.tokens_per_chunk
     request_s = math.ceil(OUTPUT_LEN / k) * ITL_MS / 1000
     truth = concurrency * OUTPUT_LEN / request_s
-    run = measure_level(
+    run = measure(
         paced.url,
         Workload(api=api, output_len=OUTPUT_LEN),
-        LevelPlan(concurrency, 8 * concurrency, 1),
+        ClosedPlan(concurrency, 8 * concurrency, 1),
     )[0]
     m = metrics.summarize_run(run, expected_tokens=OUTPUT_LEN)
     assert m.valid, m.problems

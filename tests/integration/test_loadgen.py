@@ -7,7 +7,7 @@ import time
 import pytest
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.load.loadgen import LevelPlan, flush_cache, measure_level
+from pytest_llmperf.load.level import ClosedPlan, flush_cache
 from pytest_llmperf.load.workers import measure, split
 from pytest_llmperf.load.workload import Workload
 from tests.helpers import start_sim
@@ -16,8 +16,8 @@ from tests.helpers import start_sim
 @pytest.mark.parametrize("api", ["sglang", "openai"])
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 def test_every_request_gets_the_server_counted_tokens(sim_server, api, transport):
-    runs = measure_level(
-        sim_server.url, Workload(api=api, output_len=12), LevelPlan(3, 9, 2), transport=transport
+    runs = measure(
+        sim_server.url, Workload(api=api, output_len=12), ClosedPlan(3, 9, 2), transport=transport
     )
     assert len(runs) == 2
     for run in runs:
@@ -34,8 +34,8 @@ def test_every_request_gets_the_server_counted_tokens(sim_server, api, transport
 
 
 def test_closed_loop_keeps_exactly_c_requests_in_flight(sim_server):
-    run = measure_level(
-        sim_server.url, Workload(api="sglang", output_len=32), LevelPlan(4, 24, 1, warmup=False)
+    run = measure(
+        sim_server.url, Workload(api="sglang", output_len=32), ClosedPlan(4, 24, 1, warmup=False)
     )[0]
     events = sorted([(r.start, 1) for r in run.records] + [(r.end, -1) for r in run.records])
     in_flight = peak = 0
@@ -47,9 +47,7 @@ def test_closed_loop_keeps_exactly_c_requests_in_flight(sim_server):
 
 
 def test_speculative_accept_length_comes_from_each_request(eagle_server):
-    run = measure_level(
-        eagle_server.url, Workload(api="sglang", output_len=64), LevelPlan(4, 16, 1)
-    )[0]
+    run = measure(eagle_server.url, Workload(api="sglang", output_len=64), ClosedPlan(4, 16, 1))[0]
     assert all(r.spec_verify_ct for r in run.records)
     multi_token_chunks = sum(1 for r in run.records for n in r.chunk_tokens() if n > 1)
     assert multi_token_chunks > 0
@@ -62,8 +60,8 @@ def test_failed_requests_are_recorded_not_raised():
     server = start_sim("--sim-fail-every", "3")
     try:
         for api in ("sglang", "openai"):
-            run = measure_level(
-                server.url, Workload(api=api, output_len=8), LevelPlan(2, 6, 1, warmup=False)
+            run = measure(
+                server.url, Workload(api=api, output_len=8), ClosedPlan(2, 6, 1, warmup=False)
             )[0]
             errors = [r.error for r in run.records if r.error]
             assert len(errors) == 2 and all("simulated failure" in e for e in errors), errors
@@ -78,10 +76,10 @@ def test_a_stall_ends_the_level_within_one_timeout_instead_of_one_per_request():
     server = start_sim("--sim-stall-after-tokens", "3")
     try:
         started = time.monotonic()
-        runs = measure_level(
+        runs = measure(
             server.url,
             Workload(api="sglang", output_len=8),
-            LevelPlan(2, 6, 3, warmup=False),
+            ClosedPlan(2, 6, 3, warmup=False),
             timeout_s=1.0,
         )
         elapsed = time.monotonic() - started
@@ -99,11 +97,11 @@ def test_a_stall_ends_the_level_within_one_timeout_instead_of_one_per_request():
 
 
 def test_cache_flush_between_runs_is_accepted(sim_server):
-    runs = measure_level(
+    runs = measure(
         sim_server.url,
         Workload(api="sglang", output_len=4),
-        LevelPlan(1, 2, 2),
-        before_run=flush_cache,
+        ClosedPlan(1, 2, 2),
+        between_runs=flush_cache,
     )
     assert all(r.error is None for run in runs for r in run.records)
 
@@ -119,7 +117,7 @@ def test_worker_processes_share_c_and_start_together(sim_server):
     runs = measure(
         sim_server.url,
         Workload(api="sglang", output_len=64),
-        LevelPlan(4, 16, 2),
+        ClosedPlan(4, 16, 2),
         workers=2,
         between_runs=flush_cache,
     )

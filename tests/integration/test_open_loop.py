@@ -19,7 +19,7 @@ import pytest
 from pytest_llmperf.core.capacity import search
 from pytest_llmperf.core.metrics import summarize_run
 from pytest_llmperf.core.schedule import Arrivals
-from pytest_llmperf.load.loadgen import LevelPlan
+from pytest_llmperf.load.level import OpenPlan
 from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
 from tests.helpers import start_paced, write_profiles
@@ -42,8 +42,7 @@ def queue():
 def run_at(url: str, rate: float, runs: int = 1, workers: int = 1, process: str = "poisson",
            window_s: float = 2.0, salt: int = 7, tokens: int = TOKENS):  # fmt: skip
     workload = Workload(api="sglang", output_len=tokens, salt=salt)
-    plan = LevelPlan(0, 16, runs, window_s=window_s, settle_s=0.3,
-                     arrivals=Arrivals(rate, process))  # fmt: skip
+    plan = OpenPlan(Arrivals(rate, process), 16, runs, window_s=window_s, settle_s=0.3)
     return measure(url, workload, plan, workers=workers)
 
 
@@ -120,8 +119,7 @@ def test_below_capacity_the_level_is_sustainable(queue):
 
 def test_a_cap_on_concurrency_waits_for_a_slot_and_says_how_long(queue):
     workload = Workload(api="sglang", output_len=TOKENS, salt=3)
-    plan = LevelPlan(1, 16, 1, window_s=2.0, settle_s=0.3, arrivals=Arrivals(10.0),
-                     max_concurrency=1)  # fmt: skip
+    plan = OpenPlan(Arrivals(10.0), 16, 1, max_concurrency=1, window_s=2.0, settle_s=0.3)
     (run,) = measure(queue.url, workload, plan)
     m = summarize_run(run, TOKENS)
     # One slot for a 64 ms stream at 10 requests/s: some arrivals wait, and TTFT from the

@@ -8,7 +8,8 @@ tokens of the chunks that arrive inside it, so its only error is the chunk cut a
 import pytest
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.load.loadgen import SETTLE_S, LevelPlan, measure_level
+from pytest_llmperf.load.level import SETTLE_S, ClosedPlan
+from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
 from tests.helpers import THROUGHPUT_SUITE, start_paced
 
@@ -32,10 +33,10 @@ def paced_3_token_chunks():
 
 
 def _window_run(url, api, concurrency, output_len=OUTPUT_LEN):
-    run = measure_level(
+    run = measure(
         url,
         Workload(api=api, output_len=output_len),
-        LevelPlan(concurrency, 0, 1, window_s=WINDOW_S),
+        ClosedPlan(concurrency, 0, 1, window_s=WINDOW_S),
     )[0]
     return run, metrics.summarize_run(run, expected_tokens=output_len)
 
@@ -94,8 +95,8 @@ def test_a_run_after_a_cut_one_waits_for_the_servers_aborts(paced):
     """SGLang aborts a disconnected request 2 s later: the window of a run that follows one whose
     requests were cut opens SETTLE_S after it began; the first run (after the warm-up, whose
     requests all finished) need not wait."""
-    runs = measure_level(
-        paced.url, Workload(api="sglang", output_len=OUTPUT_LEN), LevelPlan(4, 0, 2, window_s=1.0)
+    runs = measure(
+        paced.url, Workload(api="sglang", output_len=OUTPUT_LEN), ClosedPlan(4, 0, 2, window_s=1.0)
     )
     first, second = (metrics.summarize_run(r, OUTPUT_LEN) for r in runs)
     assert first.valid and second.valid, (first.problems, second.problems)
@@ -170,7 +171,7 @@ def test_worker_processes_measure_one_window_together(paced):
     (run,) = measure(
         paced.url,
         Workload(api="sglang", output_len=OUTPUT_LEN),
-        LevelPlan(8, 0, 1, window_s=WINDOW_S),
+        ClosedPlan(8, 0, 1, window_s=WINDOW_S),
         workers=2,
     )
     m = metrics.summarize_run(run, OUTPUT_LEN)

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_llmperf.core.capacity import Capacity, judge, search
 from pytest_llmperf.core.metrics import RunMetrics
-from pytest_llmperf.core.openmetrics import open_loop_figures, saturation
+from pytest_llmperf.core.open_loop_figures import open_loop_figures, saturation
 from pytest_llmperf.core.records import OpenLoopRun, RequestRecord, RunRecords
 from pytest_llmperf.core.schedule import Arrivals, interleave, schedule_seed
 

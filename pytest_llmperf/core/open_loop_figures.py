@@ -1,6 +1,7 @@
-"""The figures of an open-loop run: latency from the arrival, the client's lag, sustainability.
+"""The figures only an open-loop run has: latency from the arrival, the client's lag, its
+backlog and whether the server kept up (core/metrics.py summarizes the run with them).
 
-Definitions, over the run's window (see :mod:`pytest_llmperf.load.openloop`):
+Definitions, over the run's window (see :mod:`pytest_llmperf.load.open_loop`):
 
 - ``output_tok_s``: server-reported tokens of the chunks that arrived inside the window ÷ its
   length (for a sustainable rate, close to rate × output length);
@@ -24,16 +25,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_llmperf.core.records import RequestRecord, RunRecords
-from pytest_llmperf.core.stats import distribution
-
-#: Values a run needs to estimate a percentile (as core.metrics.MIN_SAMPLES).
-MIN_SAMPLES = {"p90": 10, "p99": 100}
-
-if TYPE_CHECKING:
-    from pytest_llmperf.core.metrics import RunMetrics
+from pytest_llmperf.core.stats import MIN_SAMPLES, distribution
 
 #: A run's lag p99 may not exceed the largest of these: an absolute floor, a fraction of the
 #: run's TTFT p50 from the send (a 1 ms lag is noise against a 2 s TTFT, not against 2 ms), and a
@@ -53,11 +48,18 @@ def backlog_at(records: Sequence[RequestRecord], t: float) -> int:
     return sum(1 for r in records if r.arrival <= t and (r.end == 0.0 or r.end > t))
 
 
-def mean_backlog(records: Sequence[RequestRecord], window: tuple[float, float]) -> float:
+def mean_in_flight(
+    records: Sequence[RequestRecord], window: tuple[float, float], *, from_arrival: bool = False
+) -> float:
+    """Mean requests in flight inside the window (Little's law over it): from each one's send,
+    or (an open loop's backlog) from its scheduled arrival."""
     opened, closed = window
     if closed <= opened:
         return 0.0
-    busy = sum(max(0.0, min(r.end or closed, closed) - max(r.arrival, opened)) for r in records)
+    busy = sum(
+        max(0.0, min(r.end or closed, closed) - max(r.arrival if from_arrival else r.start, opened))
+        for r in records
+    )
     return busy / (closed - opened)
 
 
@@ -130,7 +132,7 @@ def open_loop_figures(run: RunRecords, ttft_send_p50: float) -> tuple[dict[str, 
         "max_concurrency": info.max_concurrency,
         "ttft_from_send_s": distribution([r.chunk_times[0] - r.start for r in ok if r.chunk_times]),
         "e2e_from_send_s": distribution([r.e2e for r in ok if not r.cancelled and not r.staggered]),
-        "mean_backlog": mean_backlog(records, run.window),
+        "mean_backlog": mean_in_flight(records, run.window, from_arrival=True),
         "sustainable": reason is None,
         "saturation": reason,
         "pacer": info.pacer,
@@ -185,66 +187,3 @@ def schedule_of(run: RunRecords) -> list[float] | None:
     if run.open_loop is None:
         return None
     return [round(off, 6) for off in run.open_loop.offsets]
-
-
-def summarize_open(run: RunRecords, expected_tokens: int | None) -> RunMetrics:
-    """Every figure of an open-loop run (its window is where it was measured)."""
-    from pytest_llmperf.core.metrics import (
-        RunMetrics,
-        accept_length,
-        client_checks,
-        request_problems,
-        request_tok_s,
-        tokens_per_chunk,
-        tpot,
-        window_itl,
-        window_tokens,
-    )
-
-    assert run.window is not None
-    records, window = run.records, run.window
-    sent = [r for r in records if r.start]
-    ok = [r for r in sent if r.error is None]
-    finished = [r for r in ok if not r.cancelled]
-    itl_values, itl_weights = window_itl(ok, window, tokens_per_chunk(records))
-    tokens, estimated = window_tokens(records, window)
-    seconds = window[1] - window[0]
-    ttfts, e2es = arrival_latencies(records, window)
-    in_window = [r for r in finished if window[0] <= r.arrival < window[1]]
-    send_ttfts = [r.chunk_times[0] - r.start for r in ok if r.chunk_times]
-    figures, late = open_loop_figures(
-        run, statistics.median(send_ttfts) if send_ttfts else math.nan
-    )
-    metrics = RunMetrics(
-        concurrency=run.concurrency,
-        requests=len(sent),
-        failed_requests=len(sent) - len(ok),
-        output_tokens=round(tokens),
-        duration_s=seconds,
-        output_tok_s=tokens / seconds if seconds > 0 else 0.0,
-        request_tok_s=distribution([t for t in map(request_tok_s, in_window) if t is not None]),
-        ttft_s=distribution(ttfts),
-        itl_s=distribution(itl_values, itl_weights),
-        tpot_s=distribution([t for t in map(tpot, finished) if t is not None]),
-        e2e_s=distribution(e2es),
-        accept_length=accept_length(finished),
-        achieved_concurrency=figures["mean_backlog"],
-        in_flight_while_sending=figures["mean_backlog"],
-        client_gap_s=0.0,
-        loop_lag_s=distribution([]),
-        client_cpu_fraction=run.client_cpu_s / run.wall_s if run.wall_s > 0 else 0.0,
-        window={
-            "opened_s": window[0] - run.open_loop.start if run.open_loop else 0.0,
-            "seconds": seconds,
-            "tokens": round(tokens),
-            "tokens_estimated": estimated,
-            "finished_requests": len(finished),
-            "cancelled_requests": len(ok) - len(finished),
-        },
-        open_loop=figures,
-        schedule=schedule_of(run),
-    )
-    # A saturated run's requests are cut unfinished on purpose: its verdict is "not
-    # sustainable", not a request problem.
-    problems = request_problems(records, expected_tokens) + client_checks(metrics) + late
-    return RunMetrics(**{**metrics.__dict__, "problems": tuple(problems)})
