@@ -24,7 +24,7 @@ from pytest_llmperf.core import metrics
 from pytest_llmperf.load.level import ClosedPlan
 from pytest_llmperf.load.workers import measure as measure_level
 from pytest_llmperf.load.workload import Workload
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.servers.lifecycle import build_command, free_port, wait_for_health
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,7 +43,9 @@ def measure(binary: str, profile) -> dict[int, float]:
     try:
         wait_for_health(url)
         workload = Workload(api="openai", output_len=OUTPUT_LEN, model="smollm2")
-        measure_level(url, workload, ClosedPlan(1, 2, 1))  # warm-up: first requests fault the weights in
+        measure_level(
+            url, workload, ClosedPlan(1, 2, 1)
+        )  # warm-up: first requests fault the weights in
         out = {}
         for c in LEVELS:
             run = measure_level(url, workload, ClosedPlan(c, max(8, 4 * c), 1))[0]

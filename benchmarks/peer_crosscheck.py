@@ -48,7 +48,7 @@ from pytest_llmperf.load.level import ClosedPlan
 from pytest_llmperf.load.prompts import default_prompts
 from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.servers.lifecycle import build_command, free_port, wait_for_health
 
 REPO = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ from pytest_llmperf.core import metrics
 from pytest_llmperf.load.level import ClosedPlan
 from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.servers import lifecycle
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pytest_llmperf import engines
 from pytest_llmperf.core.verdict import (
     MIN_STAGE,
     RECORD_MAX_RUNS,
@@ -43,7 +44,7 @@ class PlannedLevel:
 def golden_runs(baseline_dir: Path, profile: Profile) -> dict[int, list[float]]:
     """Recorded output tok/s runs per level of the profile's golden on this hardware ({} if none)."""
     try:
-        key = profile.kind.hardware(profile)["key"]
+        key = engines.of(profile).hardware(profile)["key"]
         golden = load(golden_path(baseline_dir, profile.name, key))
     except (GoldenError, OSError):
         return {}

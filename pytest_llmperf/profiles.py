@@ -1,14 +1,17 @@
-"""Profiles: named server configurations and their workload, read from a TOML file.
+"""Profiles: named server configurations and their workload, as data.
 
 A profile says which engine to start, with which model, flags and environment, which API
 to speak and how to load it (concurrency levels, runs, output length). ``extends`` makes a
 profile inherit another's fields, so two profiles differ in exactly what is compared:
 lists are replaced, ``extra_args`` is appended to the inherited ``args``, ``env`` is merged.
 
-Engines: ``sglang`` (``<python> -m sglang.launch_server``), ``sim`` (the simulated engine),
-``llamacpp`` (llama.cpp's ``llama-server``: ``binary`` and a GGUF ``model``) and ``command``
-(any server, started from ``command`` with ``{host}``/``{port}`` placeholders). Relative
-``binary`` paths, and a ``llamacpp`` model path, are relative to the profiles file.
+The body of :class:`Profile` is the table of fields: each attribute made by
+:func:`~pytest_llmperf.profile_fields.setting` is one field, with its default, its check, its
+conversion, its help text and its group. :func:`build_profiles` turns a file's tables into
+profiles from it (each field alone, then the fields that depend on each other), and
+:func:`profile_table` turns a profile back into its table. What an engine accepts is checked a
+step above, where the engines are known (:mod:`pytest_llmperf.profiles_file`, which reads a
+file).
 
 Every error names the file, the profile, the field and what is allowed.
 """
@@ -21,184 +24,539 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmperf import engines, topology
-from pytest_llmperf import profile_fields as fields
+from pytest_llmperf import topology
 from pytest_llmperf.core.lengths import Lengths
-from pytest_llmperf.engines import Engine
+from pytest_llmperf.core.metrics import SLO_KEYS
+from pytest_llmperf.core.schedule import ARRIVALS
 from pytest_llmperf.errors import ProfileError
+from pytest_llmperf.profile_fields import (
+    APIS,
+    ENV_NAME,
+    STR_LIST,
+    Setting,
+    as_toml,
+    check,
+    is_distinct,
+    is_fraction,
+    is_int,
+    is_number,
+    is_pos_int,
+    is_seconds,
+    is_seconds_or_zero,
+    is_str,
+    is_str_list,
+    is_str_map,
+    lengths,
+    lengths_toml,
+    optional,
+    setting,
+    settings_of,
+)
 from pytest_llmperf.topology import RouterSpec
 
 if TYPE_CHECKING:
     from pytest_llmperf.core.schedule import Arrivals
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 #: Profile names become file and directory names (goldens, logs): no separators, no "..".
 PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 PROFILE_NAME_RULE = (
     "1-64 characters from letters, digits, '-', '_' and '.', starting with a letter or digit"
 )
-
-#: Fields and their defaults; a field missing here is not a profile field.
-DEFAULTS: dict[str, Any] = {
-    "description": "",
-    "engine": "sim",
-    "python": None,
-    "model": "sim-model",
-    "args": [],
-    "extra_args": [],
-    "env": {},
-    "extra_body": {},
-    "command": None,
-    "binary": "llama-server",
-    "health_path": None,
-    "url": None,
-    "speculative": None,
-    "host": "127.0.0.1",
-    "api": "sglang",
-    "concurrency": [1, 2, 5, 10, 30, 70, 100, 250],
-    "runs": 3,
-    "output_len": 512,
-    "input_len": None,
-    "shared_prefix_len": 0,
-    "dataset": None,
-    "seed": 0,
-    "token_id_range": None,
-    "slo": {},
-    "min_requests": 16,
-    "window_s": None,
-    "settle_s": 3.0,
-    "warmup": True,
-    "ready_timeout_s": 1800.0,
-    "shutdown_timeout_s": 60.0,
-    "request_timeout_s": 600.0,
-    "fail_margin": 0.15,
-    "warn_margin": 0.05,
-    "latency_fail_margin": 0.30,
-    "latency_warn_margin": 0.10,
-    "base_profile": None,
-    "differs_from_base": None,
-    "gpu_wait_s": 0.0,
-    "api_key_env": None,
-    "request_rate": [],
-    "arrival": "poisson",
-    "burstiness": 1.0,
-    "max_concurrency": None,
-    "slo_percentile": 99.0,
-    "trace": None,
-    "time_scale": 1.0,
-    "router": None,
-    "launcher": "local",
-    "nodes": 1,
-    "srun_args": [],
-}
-PROFILE_FIELDS = ("extends", *DEFAULTS)
+SECONDS = "a number of seconds > 0"
+SECONDS_OR_ZERO = "a number of seconds >= 0"
 
 
 @dataclass(frozen=True)
 class Profile:
-    """One resolved profile (``extends`` already applied)."""
+    """One resolved profile (``extends`` already applied); its body is the table of fields."""
 
     name: str
     source: Path
-    description: str = ""
-    engine: str = "sim"
-    python: str | None = None
-    model: str = "sim-model"
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    #: Extra JSON fields merged into every request body (engine-specific sampling or cache knobs).
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
-    command: tuple[str, ...] | None = None
-    #: engine = "llamacpp": the ``llama-server`` executable (a path, or a name on PATH).
-    binary: str = "llama-server"
-    #: The readiness endpoint; None: the engine's.
-    health_path: str | None = None
-    #: engine = "remote": the base URL of the server someone else runs.
-    url: str | None = None
-    #: Whether the server speculates; None: detected from the engine's flags.
-    speculative_setting: bool | None = None
-    host: str = "127.0.0.1"
-    api: str = "sglang"
-    concurrency: tuple[int, ...] = (1, 2, 5, 10, 30, 70, 100, 250)
-    runs: int = 3
-    #: Output tokens per request: the fixed length, or the mean of ``output_lengths``.
-    output_len: int = 512
-    #: Output lengths drawn per request (seeded), when ``output_len`` is a distribution.
-    output_lengths: Lengths | None = None
+    # -- the server ----------------------------------------------------------------------
+    extends: str | None = setting(
+        None,
+        "inherit another profile; lists are replaced, `extra_args` is appended to the "
+        "inherited `args`, `env` is merged",
+        "server",
+        essential=True,
+        inherited=False,
+        check=optional(is_str),
+        allowed="the name of another profile in this file",
+    )
+    description: str = setting(
+        "",
+        "what the profile is, in words",
+        "server",
+        check=lambda v: isinstance(v, str),
+        allowed="a string",
+    )
+    engine: str = setting(
+        "sim",
+        '`"sglang"`: `<python> -m sglang.launch_server`; `"sim"`: the simulated engine; '
+        '`"llamacpp"`: llama.cpp\'s `llama-server` (`binary`, `model`); `"command"`: `command` '
+        'as given; `"remote"`: a server at `url`; or `"package.module:Class"`, an `Engine` '
+        "subclass of your own",
+        "server",
+        essential=True,
+        check=is_str,
+        allowed="an engine's name",
+    )
+    python: str | None = setting(
+        None,
+        "interpreter for `sglang`/`sim` (SGLang usually lives in its own venv)",
+        "server",
+        essential=True,
+        check=optional(is_str),
+        allowed="a path to a Python interpreter (relative to this file, or a name on PATH)",
+    )
+    model: str = setting(
+        "sim-model",
+        "passed as `--model-path` (`llamacpp`: a GGUF file, relative to the "
+        "profiles file, passed as `-m`)",
+        "server",
+        essential=True,
+        check=is_str,
+        allowed="a non-empty string (passed as --model-path)",
+    )
+    args: tuple[str, ...] = setting(
+        [], "server flags", "server", essential=True, check=is_str_list, allowed=STR_LIST
+    )
+    extra_args: tuple[str, ...] = setting(
+        [],
+        "flags appended to the inherited `args`",
+        "server",
+        essential=True,
+        check=is_str_list,
+        allowed=STR_LIST,
+        appends_to="args",
+        inherited=False,
+    )
+    env: Mapping[str, str] = setting(
+        {},
+        'environment variables for the server, e.g. `{ NCCL_PROTO = "LL" }`; `${NAME}` '
+        "takes a value from pytest's environment (see *Secrets*)",
+        "server",
+        essential=True,
+        merge=True,
+        check=is_str_map,
+        allowed='a table of string values, e.g. { NCCL_PROTO = "LL" }',
+    )
+    url: str | None = setting(
+        None,
+        'the base URL of a server someone else runs (any engine; `engine = "remote"` for '
+        "a server of no built-in kind): nothing is launched or stopped, readiness is waited for "
+        "up to `ready_timeout_s`, the fingerprint comes from its own `/server_info`, and its "
+        "hardware key is `remote`",
+        "server",
+        essential=True,
+        check=optional(lambda v: isinstance(v, str) and v.startswith(("http://", "https://"))),
+        allowed='the server\'s base URL, e.g. "http://10.0.0.5:30000" (the profile attaches to '
+        "it and launches nothing)",
+    )
+    command: tuple[str, ...] | None = setting(
+        None,
+        '`engine = "command"` only; placeholders `{host}` `{port}` `{model}` `{python}` '
+        "`{run_dir}`; `{port}` is required (the plugin picks a free port)",
+        "server",
+        check=optional(is_str_list),
+        allowed=STR_LIST,
+        convert=lambda v: tuple(v) if v is not None else None,
+    )
+    binary: str = setting(
+        "llama-server",
+        '`engine = "llamacpp"`: the executable, a path relative to the profiles '
+        "file or a name on PATH",
+        "server",
+        check=is_str,
+        allowed="the llama-server executable: a path (relative to this file) or a name on PATH",
+    )
+    host: str = setting(
+        "127.0.0.1",
+        "the port is always a free one chosen by the plugin",
+        "server",
+        check=is_str,
+        allowed='a host name or address, e.g. "127.0.0.1"',
+    )
+    health_path: str | None = setting(
+        None,
+        "the URL path that answers 200 once the server is ready: `/health_generate` for "
+        "`sglang`/`sim`, `/health` for `llamacpp`/`command`",
+        "server",
+        check=optional(lambda v: isinstance(v, str) and v.startswith("/")),
+        allowed='a URL path that answers 200 once the server is ready, e.g. "/health"',
+    )
+    api_key_env: str | None = setting(
+        None,
+        "the environment variable whose value the client sends as `Authorization: "
+        "Bearer`; default: the value of `--api-key` in `args`",
+        "server",
+        check=optional(lambda v: isinstance(v, str) and ENV_NAME.fullmatch(v)),
+        allowed='the name of an environment variable that holds the API key, e.g. "SGLANG_API_KEY"',
+    )
+    speculative_setting: bool | None = setting(
+        None,
+        "whether the server speculates (pairs it with its base for the speedup analysis): "
+        "`--speculative-algorithm` in the args (`sglang`, `sim`, `command`), "
+        "`-md`/`--model-draft` (`llamacpp`); set `true`/`false` for any other server",
+        "server",
+        key="speculative",
+        check=optional(lambda v: isinstance(v, bool)),
+        allowed="true or false (default: detected from the engine's flags)",
+    )
+    base_profile: str | None = setting(
+        None,
+        "a speculative profile's base for the speedup analysis; default: the nearest "
+        "non-speculative profile along `extends`",
+        "server",
+        check=optional(is_str),
+        allowed="the name of a profile in this file",
+    )
+    differs_from_base: str | None = setting(
+        None,
+        "a speculative profile that differs from its base beyond speculation on purpose "
+        "says why here; the plan states it once instead of a warning at every launch",
+        "server",
+        check=optional(is_str),
+        allowed="a sentence that says why this profile differs from its base beyond speculation",
+    )
+    # -- the workload --------------------------------------------------------------------
+    api: str = setting(
+        "sglang",
+        '`"sglang"` (native `/generate`), `"openai"` (`/v1/completions`) or `"chat"` '
+        "(`/v1/chat/completions`)",
+        "workload",
+        essential=True,
+        check=lambda v: v in APIS,
+        allowed=f"one of {', '.join(map(repr, APIS))}",
+    )
+    #: Output tokens per request: a fixed length or a seeded distribution.
+    output: Lengths = setting(
+        512,
+        "tokens per request, with `ignore_eos`: a number, `{ uniform = [LOW, HIGH] }` or "
+        "`{ values = [...], weights = [...] }` (see *Workloads*)",
+        "workload",
+        essential=True,
+        key="output_len",
+        convert=lengths,
+        to_toml=lengths_toml,
+    )
     #: Synthetic prompts of exactly these lengths in tokens, sent as token ids (None: text).
-    input_len: Lengths | None = None
-    #: Tokens at the start of every synthetic prompt that are the same for all requests.
-    shared_prefix_len: int = 0
-    #: A request file (JSONL or ShareGPT), relative to the profiles file.
-    dataset: str | None = None
-    #: Seeds the synthetic prompts and every length drawn from a distribution.
-    seed: int = 0
+    input_len: Lengths | None = setting(
+        None,
+        "exact prompt tokens, sent as token ids (a number or a distribution, as "
+        "`output_len`); default: the built-in text prompts",
+        "workload",
+        essential=True,
+        convert=lengths,
+        to_toml=lengths_toml,
+    )
+    dataset: str | None = setting(
+        None,
+        "a JSONL or ShareGPT file of requests, relative to the profiles file",
+        "workload",
+        essential=True,
+        check=optional(is_str),
+        allowed="a path to a JSONL or ShareGPT file, relative to this file, e.g. "
+        '"data/requests.jsonl"',
+    )
+    shared_prefix_len: int = setting(
+        0,
+        "with `input_len`: the first tokens every request shares, to measure prefix caching "
+        "on purpose",
+        "workload",
+        check=lambda v: is_int(v) and v >= 0,
+        allowed="an integer >= 0",
+    )
+    seed: int = setting(
+        0,
+        "seeds the synthetic ids and every length drawn from a distribution",
+        "workload",
+        check=is_int,
+        allowed="an integer",
+    )
     #: [low, high): where synthetic token ids are drawn from (None: TOKEN_ID_RANGE, which
     #: every modern vocabulary covers; a tiny test model's may be smaller).
-    token_id_range: tuple[int, int] | None = None
-    #: Per-request limits (``ttft_s``, ``itl_s``, ``tpot_s``, ``e2e_s``) for ``goodput_req_s``.
-    slo: Mapping[str, float] = field(default_factory=dict)
-    min_requests: int = 16
+    token_id_range: tuple[int, int] | None = setting(
+        None,
+        "where synthetic ids are drawn from (`LOW <= id < HIGH`), inside every modern "
+        "vocabulary; a tiny test model's may need less",
+        "workload",
+        check=optional(
+            lambda v: (
+                isinstance(v, list)
+                and len(v) == 2
+                and all(is_int(x) for x in v)
+                and 0 <= v[0] < v[1]
+            )
+        ),
+        allowed="[LOW, HIGH], token ids LOW <= id < HIGH inside the model's vocabulary, e.g. "
+        "[1000, 30000]",
+        convert=lambda v: tuple(v) if v else None,
+    )
+    #: Extra JSON fields merged into every request body (engine-specific sampling or cache knobs).
+    extra_body: Mapping[str, Any] = setting(
+        {},
+        "JSON fields added to every request (merged like `env`), e.g. llama.cpp's "
+        "`{ cache_prompt = false }`; part of the workload's fingerprint",
+        "workload",
+        merge=True,
+        check=lambda v: isinstance(v, dict),
+        allowed="a table of JSON fields added to every request, e.g. { cache_prompt = false }",
+    )
+    trace: str | None = setting(
+        None,
+        "a Mooncake-format JSONL trace (`timestamp` ms, `input_length`, `output_length`, "
+        "`hash_ids`) that `llmperf.replay()` sends at its own times, shared hash blocks as "
+        "shared prefixes (see *Open-loop load*)",
+        "workload",
+        check=optional(is_str),
+        allowed="a Mooncake-format JSONL trace, relative to this file, e.g. "
+        '"traces/conversation.jsonl"',
+    )
+    time_scale: float = setting(
+        1.0,
+        "a trace's times are multiplied by this (2: half the rate)",
+        "workload",
+        check=lambda v: is_number(v) and v > 0,
+        allowed="a number > 0 (2 replays at half speed)",
+    )
+    # -- levels and runs -------------------------------------------------------------------
+    concurrency: tuple[int, ...] = setting(
+        [1, 2, 5, 10, 30, 70, 100, 250],
+        "the concurrency levels C, requests in flight (closed-loop tests, `llm_concurrency`)",
+        "load",
+        essential=True,
+        check=lambda v: bool(v) and is_distinct(is_pos_int)(v),
+        allowed="a non-empty list of distinct positive integers, e.g. [1, 2, 5, 10]",
+    )
+    runs: int = setting(
+        3,
+        "measured runs per level before the verdict may ask for more; 2 when the golden is "
+        "precise enough that 2 decide (see *Golden baselines and verdicts*)",
+        "load",
+        essential=True,
+        check=is_pos_int,
+        allowed="a positive integer",
+    )
     #: Measure each run over a steady-state window of this many seconds (staggered closed
     #: loop, window after the first prefills, in-flight requests cancelled at its close)
     #: instead of N = max(min_requests, 4·C) whole requests. None: whole requests.
-    window_s: float | None = None
+    window_s: float | None = setting(
+        None,
+        "measure each run over a steady-state window of this many seconds instead of N "
+        "whole requests (see *Steady-state windows*)",
+        "load",
+        essential=True,
+        check=optional(is_seconds),
+        allowed="a number of seconds > 0 (the steady-state window of each run), e.g. 20",
+        convert=lambda v: float(v) if v is not None else None,
+    )
+    request_rate: tuple[float, ...] = setting(
+        [],
+        "open-loop rate levels in requests/s for `llm_request_rate` tests (arrivals on a "
+        "seeded schedule, latency from the arrival; see *Open-loop load*)",
+        "load",
+        essential=True,
+        check=is_distinct(lambda r: is_number(r) and r > 0),
+        allowed="a list of distinct arrival rates in requests/s, e.g. [0.5, 1, 2, 5]",
+        convert=lambda v: tuple(float(r) for r in v),
+    )
+    min_requests: int = setting(
+        16,
+        "floor of N = max(floor, 4·C) (runs of whole requests)",
+        "load",
+        check=is_pos_int,
+        allowed="a positive integer",
+    )
     #: After a run whose requests were cut at its window's close, the next run's window opens no
     #: earlier than this after the run began: SGLang 0.5.6 aborts a disconnected request 2 s
     #: later (0.5.19+ at once).
-    settle_s: float = 3.0
-    warmup: bool = True
-    ready_timeout_s: float = 1800.0
-    shutdown_timeout_s: float = 60.0
-    request_timeout_s: float = 600.0
-    fail_margin: float = 0.15
-    warn_margin: float = 0.05
+    settle_s: float = setting(
+        3.0,
+        "with `window_s`: after a run whose requests were cut, the next window opens no "
+        "earlier than this after its run began (SGLang 0.5.6 aborts a disconnected request 2 s "
+        "later, 0.5.19+ at once)",
+        "load",
+        check=is_seconds_or_zero,
+        allowed=SECONDS_OR_ZERO,
+    )
+    warmup: bool = setting(
+        True,
+        "warm up at C before each level",
+        "load",
+        check=lambda v: isinstance(v, bool),
+        allowed="true or false",
+    )
+    arrival: str = setting(
+        "poisson",
+        'how requests arrive at a rate level: `"poisson"`, `"gamma"` or `"constant"`',
+        "load",
+        check=lambda v: v in ARRIVALS,
+        allowed='"poisson" (the default), "gamma" (with `burstiness`) or "constant"',
+    )
+    burstiness: float = setting(
+        1.0,
+        '`arrival = "gamma"`: the shape; 1 is Poisson, below 1 burstier',
+        "load",
+        check=lambda v: is_number(v) and v > 0,
+        allowed="a number > 0 (1 is Poisson, < 1 burstier)",
+    )
+    #: Open loop: at most this many requests in flight; later arrivals wait for a slot.
+    max_concurrency: int | None = setting(
+        None,
+        "at a rate level, at most this many requests in flight; later arrivals wait for a "
+        "slot (their wait is queue time, part of their TTFT from the arrival)",
+        "load",
+        check=optional(is_pos_int),
+        allowed="a positive integer: at most this many requests in flight at a rate level",
+    )
+    # -- verdicts --------------------------------------------------------------------------
+    fail_margin: float = setting(
+        0.15,
+        "the verdict fails a point significantly slower than its golden by more than this "
+        "fraction (see *Golden baselines and verdicts*)",
+        "verdict",
+        essential=True,
+        check=is_fraction,
+        allowed="a fraction between 0 and 1, e.g. 0.15",
+    )
+    warn_margin: float = setting(
+        0.05,
+        "the verdict warns beyond this fraction",
+        "verdict",
+        essential=True,
+        check=is_fraction,
+        allowed="a fraction between 0 and 1, e.g. 0.15",
+    )
     #: The margins of latency checks (``check(point, metric="ttft_p99_s")``): a tail moves more
     #: from launch to launch than throughput does.
-    latency_fail_margin: float = 0.30
-    latency_warn_margin: float = 0.10
-    #: A speculative profile's non-speculative counterpart (explicit, or found along ``extends``).
-    base_profile: str | None = None
-    #: Why a speculative profile differs from its base beyond speculation, on purpose (the
-    #: plan says so once instead of a warning per launch).
-    differs_from_base: str | None = None
-    #: engine = "sglang": wait this long for other processes to free the GPUs before failing.
-    gpu_wait_s: float = 0.0
-    #: The environment variable whose value the client sends as ``Authorization: Bearer``
-    #: (None: the value of ``--api-key`` in ``args``, if any).
-    api_key_env: str | None = None
-    #: Open-loop rate levels, requests/s (``llm_request_rate``; see load/open_loop.py).
-    request_rate: tuple[float, ...] = ()
-    #: How requests arrive at a rate level: "poisson", "gamma" (with ``burstiness``), "constant".
-    arrival: str = "poisson"
-    burstiness: float = 1.0
-    #: Open loop: at most this many requests in flight; later arrivals wait for a slot.
-    max_concurrency: int | None = None
+    latency_fail_margin: float = setting(
+        0.30,
+        'the fail margin of latency checks (`check(point, metric="ttft_p99_s")`): a '
+        "latency fails when significantly more than this much slower",
+        "verdict",
+        check=is_fraction,
+        allowed="a fraction between 0 and 1, e.g. 0.15",
+    )
+    latency_warn_margin: float = setting(
+        0.10,
+        "the warn margin of latency checks",
+        "verdict",
+        check=is_fraction,
+        allowed="a fraction between 0 and 1, e.g. 0.15",
+    )
+    #: Per-request limits (``ttft_s``, ``itl_s``, ``tpot_s``, ``e2e_s``) for ``goodput_req_s``.
+    slo: Mapping[str, float] = setting(
+        {},
+        "per-request limits for `goodput_req_s`: `ttft_s`, `itl_s`, `tpot_s`, `e2e_s` (seconds)",
+        "verdict",
+        essential=True,
+        check=lambda v: (
+            isinstance(v, dict)
+            and all(k in SLO_KEYS and is_number(x) and x > 0 for k, x in v.items())
+        ),
+        allowed=f"a table of limits in seconds > 0 with keys {', '.join(SLO_KEYS)}, "
+        "e.g. { ttft_s = 2.0, itl_s = 0.05 }",
+        convert=lambda v: {k: float(x) for k, x in v.items()},
+    )
     #: The percentile at which a rate level must meet every ``slo`` limit (capacity search).
-    slo_percentile: float = 99.0
-    #: A Mooncake-format JSONL trace to replay at its own times (``llmperf.replay()``),
-    #: relative to the profiles file; ``time_scale`` stretches (> 1) or compresses its times.
-    trace: str | None = None
-    time_scale: float = 1.0
-    #: SGLang's router in front of data-parallel workers (pytest_llmperf/topology.py).
-    router: RouterSpec | None = None
+    slo_percentile: float = setting(
+        99.0,
+        "the percentile at which a rate level must meet every `slo` limit (the capacity search)",
+        "verdict",
+        check=lambda v: is_number(v) and 0 < v <= 100,
+        allowed="a percentile in (0, 100], e.g. 99",
+    )
+    # -- scale out -------------------------------------------------------------------------
+    router: RouterSpec | None = setting(
+        None,
+        "SGLang's router in front of data-parallel workers: `{ workers = 2, policy = "
+        '"round_robin" }` launches the workers and the router (`sglang-router` from PyPI, in '
+        "`python`, or the table's own `python`); with a `url`, the url is a router someone else "
+        "runs, whose workers are asked for (`router = {}`). Also `args`: more router flags. "
+        "See *Scale out*",
+        "scale",
+        convert=topology.router_spec,
+        to_toml=lambda r: r.as_table() if r is not None else None,
+    )
     #: "local" (a process on this machine) or "srun": one rank per node through Slurm
     #: (servers/srun.py), ``nodes`` of them, with ``srun_args`` (partition, GPUs, time, …).
-    launcher: str = "local"
-    nodes: int = 1
-    srun_args: tuple[str, ...] = ()
-    extends: str | None = None
+    launcher: str = setting(
+        "local",
+        '`"local"` (a process on this machine) or `"srun"`: one rank per node through '
+        "Slurm, inside the allocation pytest runs in (`salloc`, `sbatch`) or one srun requests; "
+        "every rank gets `--nnodes`, `--node-rank $SLURM_NODEID` and `--dist-init-addr` (the "
+        "first node); requests go to rank 0; teardown cancels the job step. See *Scale out*",
+        "scale",
+        check=lambda v: v in topology.LAUNCHERS,
+        allowed='"local" (the default: a process on this machine) or "srun" (one rank per node '
+        "through Slurm)",
+    )
+    nodes: int = setting(
+        1,
+        '`launcher = "srun"`: the number of nodes, one rank each',
+        "scale",
+        check=is_pos_int,
+        allowed="a positive integer",
+    )
+    srun_args: tuple[str, ...] = setting(
+        [],
+        '`launcher = "srun"`: more srun options, e.g. `["--partition=gpu", '
+        '"--gpus-per-node=8", "--time=60"]`',
+        "scale",
+        check=is_str_list,
+        allowed='a list of srun options, e.g. ["--partition=gpu", "--gpus-per-node=8", '
+        '"--time=60"]',
+    )
+    # -- launch, wait and stop -------------------------------------------------------------
+    ready_timeout_s: float = setting(
+        1800.0, "loading may take this long", "lifecycle", check=is_seconds, allowed=SECONDS
+    )
+    shutdown_timeout_s: float = setting(
+        60.0,
+        "SIGTERM grace before SIGKILL of the process group",
+        "lifecycle",
+        check=is_seconds_or_zero,
+        allowed=SECONDS_OR_ZERO,
+    )
+    request_timeout_s: float = setting(
+        600.0,
+        "a stream silent this long has stalled",
+        "lifecycle",
+        check=is_seconds,
+        allowed=SECONDS,
+    )
+    gpu_wait_s: float = setting(
+        0.0,
+        '`engine = "sglang"`: wait this long for other processes to free the GPUs before '
+        "failing the launch",
+        "lifecycle",
+        check=is_seconds_or_zero,
+        allowed=SECONDS_OR_ZERO,
+    )
+    # -- resolved where the engines are known (profiles_file.py), not fields --------------
+    #: Whether the server speculates: ``speculative``, else detected from the engine's flags.
+    speculative: bool = False
+    #: What answers 200 once the server serves: ``health_path``, else a router's
+    #: ``/readiness`` (its workers are healthy), else the engine's.
+    readiness_path: str = "/health"
     #: Set on the second copy of a base profile under --perf-aba (A/B/A): its points are
     #: measured for the drift between the two base measurements, not gated.
     remeasure_of: str | None = None
+
+    @property
+    def output_len(self) -> int:
+        """Output tokens per request: the fixed length, or the mean of ``output_lengths``."""
+        return round(self.output.mean)
+
+    @property
+    def output_lengths(self) -> Lengths | None:
+        """The output lengths drawn per request (seeded), when ``output_len`` is a distribution."""
+        return None if self.output.is_fixed else self.output
 
     def requests_per_run(self, concurrency: int) -> int:
         """N = max(floor, 4·C): enough waves that the ramp-down tail stays small."""
@@ -223,29 +581,6 @@ class Profile:
         return Path(self.path_field(self.dataset)) if self.dataset else None
 
     @property
-    def output_spec(self) -> Lengths:
-        return self.output_lengths or Lengths.fixed(self.output_len)
-
-    @property
-    def kind(self) -> Engine:
-        """The engine that serves this profile (see pytest_llmperf/engines/)."""
-        return engines.get(self.engine)
-
-    @property
-    def speculative(self) -> bool:
-        if self.speculative_setting is not None:
-            return self.speculative_setting
-        return self.kind.is_speculative(self.args, self.command or ())
-
-    @property
-    def readiness_path(self) -> str:
-        """What answers 200 once the server serves: ``health_path``, else a router's
-        ``/readiness`` (its workers are healthy), else the engine's."""
-        if self.health_path:
-            return self.health_path
-        return "/readiness" if self.router is not None else self.kind.health_path
-
-    @property
     def interpreter(self) -> str:
         """The Python that runs the server (``python``; relative to the profiles file), or ours."""
         return self.path_field(self.python, command=True) if self.python else sys.executable
@@ -268,6 +603,15 @@ class Profile:
             return expanded
         return str(self.source.parent / expanded)
 
+    @property
+    def where(self) -> str:
+        """How an error names this profile: ``<file>: profile 'NAME'``."""
+        return f"{self.source}: profile {self.name!r}"
+
+
+#: The profile fields, by TOML key: ``{key: (attribute, Setting)}``.
+SETTINGS: dict[str, tuple[str, Setting]] = settings_of(Profile)
+
 
 @dataclass(frozen=True)
 class ProfileSet:
@@ -285,7 +629,7 @@ class ProfileSet:
         chosen = []
         for name in names:
             if name not in self.profiles:
-                hint = _did_you_mean(name, self.profiles)
+                hint = did_you_mean(name, self.profiles)
                 raise ProfileError(
                     f"unknown profile {name!r} in {self.path}.{hint} "
                     f"Available profiles: {', '.join(self.names())}."
@@ -294,221 +638,139 @@ class ProfileSet:
         return chosen
 
 
-def load_profiles(path: str | Path) -> ProfileSet:
-    """Read, resolve and validate every profile of a TOML file."""
-    path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ProfileError(
-            f"profiles file {path} does not exist. Create it or point --llm-profiles-file "
-            "(ini: llmperf_profiles_file) at one."
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
+def profile_table(profile: Profile) -> dict[str, Any]:
+    """The profile as its TOML table (every field, ``extends`` applied): what a profile that
+    extends it starts from."""
+    table = {}
+    for key, (attribute, s) in SETTINGS.items():
+        value = getattr(profile, attribute)
+        table[key] = s.to_toml(value) if s.to_toml is not None else as_toml(value)
+    return table
 
-    unknown_top = sorted(set(raw) - {"profiles", "default"})
-    if unknown_top:
-        raise ProfileError(
-            f"{path}: unknown top-level key(s) {unknown_top}; allowed: 'profiles' (a table of "
-            "profiles) and 'default' (the profile names run when none is chosen)."
-        )
-    tables = raw.get("profiles")
-    if not isinstance(tables, dict) or not tables:
-        raise ProfileError(f"{path}: no profiles; define at least one [profiles.NAME] table.")
+
+def build_profiles(path: Path, tables: Mapping[str, Any]) -> dict[str, Profile]:
+    """Every profile of a file's ``[profiles]`` tables, ``extends`` applied, each field checked
+    alone and together (not yet against its engine: see profiles_file.py)."""
     for name, table in tables.items():
         if not PROFILE_NAME.fullmatch(name):
             raise ProfileError(
-                f"{path}: profile name {name!r} is not allowed: a name is used in file and directory "
-                f"names, so it is {PROFILE_NAME_RULE}. Rename [profiles.{_toml_key(name)}]."
+                f"{path}: profile name {name!r} is not allowed: a name is used in file and "
+                f"directory names, so it is {PROFILE_NAME_RULE}. Rename [profiles.{json.dumps(name)}]."
             )
         if not isinstance(table, dict):
             raise ProfileError(
                 f"{path}: profiles.{name} must be a table, got {type(table).__name__}."
             )
+    built: dict[str, Profile] = {}
 
-    profiles = {name: _resolve(path, tables, name, ()) for name in tables}
-    profiles = {name: _with_base(path, profiles, profile) for name, profile in profiles.items()}
+    def resolve(name: str, chain: tuple[str, ...]) -> Profile:
+        if name in chain:
+            cycle = " -> ".join((*chain, name))
+            raise ProfileError(f"{path}: profile {name!r}, field 'extends': cycle {cycle}.")
+        if name not in built:
+            parent = tables[name].get("extends")
+            if parent is not None and (not isinstance(parent, str) or parent not in tables):
+                raise ProfileError(
+                    f"{path}: profile {name!r}, field 'extends': {parent!r} is not a profile in "
+                    f"this file. Available profiles: {', '.join(sorted(tables))}."
+                )
+            inherited = profile_table(resolve(parent, (*chain, name))) if parent else None
+            built[name] = build(path, name, tables[name], inherited)
+        return built[name]
 
-    default = raw.get("default", [])
-    if isinstance(default, str):
-        default = [default]
-    if not isinstance(default, list) or not all(isinstance(d, str) for d in default):
-        raise ProfileError(f"{path}: 'default' must be a list of profile names, got {default!r}.")
-    for name in default:
-        if name not in profiles:
-            raise ProfileError(
-                f"{path}: 'default' names unknown profile {name!r}. "
-                f"Available profiles: {', '.join(sorted(profiles))}."
-            )
-    return ProfileSet(path=path, profiles=profiles, default=tuple(default))
+    for name in tables:
+        resolve(name, ())
+    return {name: built[name] for name in tables}
 
 
-def _resolve(path: Path, tables: dict[str, dict], name: str, chain: tuple[str, ...]) -> Profile:
-    if name in chain:
-        cycle = " -> ".join((*chain, name))
-        raise ProfileError(f"{path}: profile {name!r}, field 'extends': cycle {cycle}.")
-    table = tables[name]
+def build(
+    path: Path, name: str, table: Mapping[str, Any], inherited: Mapping[str, Any] | None
+) -> Profile:
+    """One profile from its own ``table`` and the table of the profile it extends."""
     where = f"{path}: profile {name!r}"
     for key in table:
-        if key not in PROFILE_FIELDS:
-            hint = _did_you_mean(key, PROFILE_FIELDS)
+        if key not in SETTINGS:
+            hint = did_you_mean(key, SETTINGS)
             raise ProfileError(
-                f"{where}: unknown field {key!r}.{hint} Allowed fields: {', '.join(PROFILE_FIELDS)}."
+                f"{where}: unknown field {key!r}.{hint} Allowed fields: {', '.join(SETTINGS)}."
             )
-
-    parent_name = table.get("extends")
-    if parent_name is None:
-        merged = {**DEFAULTS, "args": [], "extra_args": [], "env": {}, "extra_body": {}}
-    else:
-        if not isinstance(parent_name, str) or parent_name not in tables:
-            raise ProfileError(
-                f"{where}, field 'extends': {parent_name!r} is not a profile in this file. "
-                f"Available profiles: {', '.join(sorted(tables))}."
-            )
-        parent = _resolve(path, tables, parent_name, (*chain, name))
-        merged = _as_fields(parent)
-
-    for key, value in table.items():
-        if key == "extends":
-            continue
-        if key == "env":
-            fields.check(
-                where,
-                key,
-                value,
-                fields.is_str_map,
-                'a table of string values, e.g. { NCCL_PROTO = "LL" }',
-            )
-            merged["env"] = {**merged["env"], **value}
-        elif key == "extra_body":
-            fields.check(
-                where,
-                key,
-                value,
-                lambda v: isinstance(v, dict),
-                "a table of JSON fields added to every request, e.g. { cache_prompt = false }",
-            )
-            merged["extra_body"] = {**merged["extra_body"], **value}
-        else:
-            merged[key] = value
-    merged["args"] = fields.str_list(where, "args", merged["args"]) + fields.str_list(
-        where, "extra_args", table.get("extra_args", [])
-    )
-    merged.pop("extra_args", None)
-    return _build(path, name, parent_name, merged)
+    values: dict[str, Any] = {}
+    for key, (_, s) in SETTINGS.items():
+        start = inherited[key] if inherited is not None and s.inherited else as_toml(s.default)
+        own = table.get(key, start)
+        if s.merge and key in table:
+            check(where, key, own, s.check, s.allowed)
+            own = {**start, **own}
+        values[key] = own
+    for key, (_, s) in SETTINGS.items():
+        if s.appends_to is not None:
+            check(where, s.appends_to, values[s.appends_to], is_str_list, STR_LIST)
+            check(where, key, values[key], s.check, s.allowed)
+            values[s.appends_to] = [*values[s.appends_to], *values[key]]
+    converted: dict[str, Any] = {}
+    for key, (attribute, s) in SETTINGS.items():
+        check(where, key, values[key], s.check, s.allowed)
+        try:
+            converted[attribute] = s.convert(values[key]) if s.convert else values[key]
+        except ValueError as exc:
+            raise ProfileError(f"{where}, field {key!r}: {exc}.") from None
+    profile = Profile(name=name, source=path, **converted)
+    for together in TOGETHER:
+        together(profile)
+    return profile
 
 
-def _with_base(path: Path, profiles: Mapping[str, Profile], profile: Profile) -> Profile:
-    """Resolve ``base_profile``: explicit, else the nearest non-speculative ancestor."""
-    where = f"{path}: profile {profile.name!r}, field 'base_profile'"
-    base = profile.base_profile
-    if base is not None:
-        if not profile.speculative:
-            raise ProfileError(
-                f"{where}: only a speculative profile (with --speculative-algorithm, or "
-                "speculative = true) has a base; remove the field."
-            )
-        if not isinstance(base, str) or base not in profiles:
-            raise ProfileError(
-                f"{where}: {base!r} is not a profile in this file. "
-                f"Available profiles: {', '.join(sorted(profiles))}."
-            )
-        if profiles[base].speculative:
-            raise ProfileError(
-                f"{where}: {base!r} is speculative itself; name the non-speculative profile "
-                "that this one is compared with."
-            )
-        return profile
-    if not profile.speculative:
-        return profile
-    parent = profiles.get(profile.extends) if profile.extends else None
-    while parent is not None and parent.speculative:
-        parent = profiles.get(parent.extends) if parent.extends else None
-    return replace(profile, base_profile=parent.name) if parent is not None else profile
-
-
-def _as_fields(profile: Profile) -> dict[str, Any]:
-    fields = {
-        key: getattr(profile, key) for key in DEFAULTS if key not in ("extra_args", "speculative")
-    }
-    fields["speculative"] = profile.speculative_setting
-    fields["args"] = list(profile.args)
-    fields["concurrency"] = list(profile.concurrency)
-    fields["request_rate"] = list(profile.request_rate)
-    fields["env"] = dict(profile.env)
-    fields["extra_body"] = dict(profile.extra_body)
-    fields["output_len"] = profile.output_spec.describe()
-    fields["input_len"] = profile.input_len.describe() if profile.input_len else None
-    fields["slo"] = dict(profile.slo)
-    fields["token_id_range"] = list(profile.token_id_range) if profile.token_id_range else None
-    fields["command"] = list(profile.command) if profile.command is not None else None
-    fields["router"] = profile.router.as_table() if profile.router else None
-    fields["srun_args"] = list(profile.srun_args)
-    return fields
-
-
-def _build(path: Path, name: str, parent: str | None, f: dict[str, Any]) -> Profile:
-    """The profile of the merged fields ``f``: each field checked (FIELD_CHECKS), then the
-    fields that depend on each other, then what the engine refuses."""
-    where = f"{path}: profile {name!r}"
-    engine = _engine(where, f["engine"])
-    for key, (ok, allowed) in fields.FIELD_CHECKS.items():
-        fields.check(where, key, f[key], ok, allowed)
-    output = fields.lengths(where, "output_len", f["output_len"])
-    assert output is not None
-    input_len = fields.lengths(where, "input_len", f["input_len"])
-    fields.check_workload(where, f, input_len)
+def margins_in_order(p: Profile) -> None:
     for prefix in ("", "latency_"):
-        if f[f"{prefix}warn_margin"] > f[f"{prefix}fail_margin"]:
+        warn, fail = getattr(p, f"{prefix}warn_margin"), getattr(p, f"{prefix}fail_margin")
+        if warn > fail:
             raise ProfileError(
-                f"{where}, field '{prefix}warn_margin': {f[f'{prefix}warn_margin']} is larger than "
-                f"{prefix}fail_margin {f[f'{prefix}fail_margin']}; a warning must trigger before a "
-                "failure."
+                f"{p.where}, field '{prefix}warn_margin': {warn} is larger than "
+                f"{prefix}fail_margin {fail}; a warning must trigger before a failure."
             )
-    engine.check_fields(where, f)
-    taken = {
-        key: fields.CONVERSIONS.get(key, lambda v: v)(f[key])
-        for key in DEFAULTS
-        if key
-        not in (
-            "extra_args",
-            "speculative",
-            "output_len",
-            "input_len",
-            "router",
-            "launcher",
-            "nodes",
-            "srun_args",
+
+
+def one_prompt_source(p: Profile) -> None:
+    """The workload fields together: one prompt source, what the API can send."""
+    where, prefix, input_len = p.where, p.shared_prefix_len, p.input_len
+    if input_len is not None and p.dataset is not None:
+        raise ProfileError(
+            f"{where}, fields 'input_len' and 'dataset': a request's prompt comes from one of "
+            "them; remove one."
         )
-    }
-    return Profile(
-        name=name,
-        source=path,
-        **taken,
-        speculative_setting=f["speculative"],
-        output_len=round(output.mean),
-        output_lengths=None if output.is_fixed else output,
-        input_len=input_len,
-        router=topology.router(where, f["router"], f["engine"], f["url"]),
-        **topology.launcher(where, f),
-        extends=parent,
-    )
+    if input_len is not None and p.api == "chat":
+        raise ProfileError(
+            f"{where}, field 'input_len': synthetic prompts are token ids, which the chat API "
+            '(messages of text) cannot take; use api = "sglang" or "openai", or a dataset.'
+        )
+    if prefix and input_len is None:
+        raise ProfileError(
+            f"{where}, field 'shared_prefix_len': applies to synthetic prompts; set input_len too."
+        )
+    if input_len is not None and prefix >= input_len.smallest:
+        raise ProfileError(
+            f"{where}, field 'shared_prefix_len': {prefix} leaves no token of its own to the "
+            "shortest prompt of input_len; make it smaller than every input length."
+        )
 
 
-def _engine(where: str, name: Any) -> Engine:
-    if not isinstance(name, str):
-        raise ProfileError(f"{where}, field 'engine': got {name!r}; expected an engine's name.")
-    try:
-        return engines.get(name)
-    except ProfileError as exc:
-        raise ProfileError(f"{where}, field 'engine': {exc}.") from None
+def attached_launches_nothing(p: Profile) -> None:
+    if p.url is not None and p.command is not None:
+        raise ProfileError(
+            f"{p.where}, field 'command': a profile with a url launches nothing; remove command."
+        )
 
 
-def _toml_key(name: str) -> str:
-    return json.dumps(name)
+def topology_in_order(p: Profile) -> None:
+    topology.check_router(p.where, p.router, p.url)
+    elsewhere = "url" if p.url is not None else "router" if p.router is not None else None
+    topology.check_launcher(p.where, p.launcher, p.nodes, p.srun_args, p.args, elsewhere)
 
 
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+#: The checks of fields that depend on each other, in order.
+TOGETHER = (margins_in_order, one_prompt_source, attached_launches_nothing, topology_in_order)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" Did you mean {close[0]!r}?" if close else ""

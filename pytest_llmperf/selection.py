@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.errors import ProfileError
-from pytest_llmperf.profiles import Profile, ProfileSet, load_profiles
+from pytest_llmperf.profiles import Profile, ProfileSet
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.settings import Settings
 
 

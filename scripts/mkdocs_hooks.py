@@ -39,12 +39,24 @@ def options_table() -> str:
 
 
 def profile_fields_table() -> str:
-    rows = ["| field | default | meaning |", "|---|---|---|"]
-    for name in profiles.PROFILE_FIELDS:
-        default = profiles.DEFAULTS.get(name)
-        shown = "" if default in (None, "", [], {}) else f"`{_toml(default)}`"
-        rows.append(f"| `{name}` | {shown} | {profile_fields.FIELD_HELP[name]} |")
-    return "\n".join(rows)
+    """The essential fields first, then the others, each part grouped as the table groups them."""
+    out = []
+    for essential, title in ((True, "Essential fields"), (False, "Every other field")):
+        out += [f"### {title}", ""]
+        for group, heading in profile_fields.GROUPS.items():
+            rows = [
+                f"| `{key}` | {_shown(s.default)} | {s.help} |"
+                for key, (_, s) in profiles.SETTINGS.items()
+                if s.group == group and s.essential == essential
+            ]
+            if rows:
+                out += [f"**{heading}**", "", "| field | default | meaning |", "|---|---|---|"]
+                out += [*rows, ""]
+    return "\n".join(out)
+
+
+def _shown(default: Any) -> str:
+    return "" if default in (None, "", [], {}) else f"`{_toml(default)}`"
 
 
 def _toml(value: Any) -> str:
@@ -52,6 +64,8 @@ def _toml(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
     return str(value)
 
 

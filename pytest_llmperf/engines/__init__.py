@@ -17,11 +17,15 @@ import functools
 import importlib
 import pkgutil
 import re
+from typing import TYPE_CHECKING
 
 from pytest_llmperf.engines.base import Engine
 from pytest_llmperf.errors import ProfileError
 
-__all__ = ["Engine", "get", "names"]
+if TYPE_CHECKING:
+    from pytest_llmperf.profiles import Profile
+
+__all__ = ["Engine", "get", "names", "of"]
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -45,6 +49,11 @@ def get(name: str) -> Engine:
             '"package.module:Class" for an Engine subclass of your own'
         )
     return found
+
+
+def of(profile: Profile) -> Engine:
+    """The engine that serves ``profile`` (its ``engine`` field, checked when it was read)."""
+    return get(profile.engine)
 
 
 @functools.lru_cache(maxsize=1)

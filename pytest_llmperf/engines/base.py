@@ -7,7 +7,8 @@ One class per engine, each in its own module of this package, named for what it 
 names any other subclass, so a new engine is one new file (see
 :func:`pytest_llmperf.engines.get`). Each class owns, for its engine:
 
-- the profile fields it requires or refuses (:meth:`Engine.check_fields`);
+- the profile fields it requires or refuses (:meth:`Engine.check_profile`), and whether a
+  router or a multi-node launch can take it (``routable``, ``multi_node``);
 - the launch command and its environment (:meth:`Engine.command`, :meth:`Engine.prepare`:
   its version and the flag adaptation; :meth:`Engine.preflight`);
 - its health path and readiness rule (``health_path``), its loading-progress reader
@@ -72,15 +73,18 @@ class Engine:
     reserved_flags: ClassVar[tuple[str, ...]] = ()
     #: Whether the server's processes may leave /dev/shm files behind (engines/shm.py).
     leaves_shm: ClassVar[bool] = True
+    #: Whether SGLang's router can route to its servers (``router`` in a profile).
+    routable: ClassVar[bool] = False
+    #: Whether it runs one model over several nodes, one rank each (``launcher = "srun"``).
+    multi_node: ClassVar[bool] = False
 
     # -- the profile ------------------------------------------------------------------------
 
-    def check_fields(self, where: str, fields: Mapping[str, Any]) -> None:
+    def check_profile(self, where: str, profile: Profile) -> None:
         """Refuse what this engine cannot take (a ProfileError naming the field and the fix)."""
-        if fields.get("url") is not None:
-            check_remote(where, fields)
+        if profile.url is not None:
             return  # nothing is launched: args are the record of how the server runs
-        for arg in fields["args"]:
+        for arg in profile.args:
             flag = arg.split("=", 1)[0]
             if flag in self.reserved_flags:
                 raise ProfileError(
@@ -88,7 +92,7 @@ class Engine:
                     f"`model` as the model argument); remove it from args"
                     f"{' and use the host field' if flag == '--host' else ''}."
                 )
-        if fields.get("command") is not None:
+        if profile.command is not None:
             raise ProfileError(
                 f"{where}, field 'command': only used with engine = \"command\" (this profile has "
                 f"engine = {self.name!r}); remove it or change the engine."
@@ -235,20 +239,6 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
-
-
-def check_remote(where: str, fields: Mapping[str, Any]) -> None:
-    """A profile with a ``url`` attaches to a server someone else runs: a base URL, no command."""
-    url = fields.get("url")
-    if not (isinstance(url, str) and url.startswith(("http://", "https://"))):
-        raise ProfileError(
-            f"{where}, field 'url': got {url!r}; expected the server's base URL, e.g. "
-            '"http://10.0.0.5:30000" (the profile attaches to it and launches nothing).'
-        )
-    if fields.get("command") is not None:
-        raise ProfileError(
-            f"{where}, field 'command': a profile with a url launches nothing; remove command."
-        )
 
 
 def sglang_info(info: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pytest_llmperf.engines.base import Engine, executable_digest
 from pytest_llmperf.errors import ProfileError
@@ -32,17 +32,16 @@ class CommandEngine(Engine):
         "--speculative-algorithm", "-md", "--model-draft",
     )  # fmt: skip
 
-    def check_fields(self, where: str, fields: Mapping[str, Any]) -> None:
-        if fields.get("url") is not None:
-            super().check_fields(where, fields)  # attached: no command to check
-            return
-        command = fields["command"]
-        if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
+    def check_profile(self, where: str, profile: Profile) -> None:
+        if profile.url is not None:
+            return  # attached: no command to check
+        command = profile.command
+        if not command:
             raise ProfileError(
-                f"{where}, field 'command': got {command!r}; expected a non-empty list of strings "
-                '(engine = "command" starts exactly this).'
+                f"{where}, field 'command': got {list(command) if command is not None else None!r}; "
+                'expected a non-empty list of strings (engine = "command" starts exactly this).'
             )
-        for arg in [*command, fields["model"]]:
+        for arg in [*command, profile.model]:
             for _, placeholder, _, _ in string.Formatter().parse(arg):
                 if placeholder is not None and placeholder not in COMMAND_PLACEHOLDERS:
                     raise ProfileError(

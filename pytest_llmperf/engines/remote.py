@@ -11,11 +11,13 @@ other. It is speculative when ``args`` (the server's flags, for the record) or
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pytest_llmperf.engines.base import Engine
 from pytest_llmperf.errors import ProfileError
+
+if TYPE_CHECKING:
+    from pytest_llmperf.profiles import Profile
 
 
 class RemoteEngine(Engine):
@@ -25,10 +27,9 @@ class RemoteEngine(Engine):
     )  # fmt: skip
     leaves_shm: ClassVar[bool] = False
 
-    def check_fields(self, where: str, fields: Mapping[str, Any]) -> None:
-        if fields.get("url") is None:
+    def check_profile(self, where: str, profile: Profile) -> None:
+        if profile.url is None:
             raise ProfileError(
                 f"{where}, field 'url': missing; engine = \"remote\" attaches to the server at "
                 'url, e.g. url = "http://10.0.0.5:30000".'
             )
-        super().check_fields(where, fields)

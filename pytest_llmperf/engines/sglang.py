@@ -27,6 +27,8 @@ class SGLangEngine(Engine):
     health_path: ClassVar[str] = "/health_generate"
     speculative_flags: ClassVar[tuple[str, ...]] = ("--speculative-algorithm",)
     reserved_flags: ClassVar[tuple[str, ...]] = ("--port", "--host", "--model-path", "--model")
+    routable: ClassVar[bool] = True
+    multi_node: ClassVar[bool] = True
     #: The module the interpreter runs (the simulated engine has its own).
     module: ClassVar[str] = "sglang.launch_server"
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from pytest_llmperf import __version__
+from pytest_llmperf import __version__, engines
 from pytest_llmperf.engines import hardware as hardware_probe
 from pytest_llmperf.engines.sglang_args import PERFORMANCE_KEYS, canonical
 from pytest_llmperf.profiles import Profile
@@ -102,7 +102,7 @@ def take(
     ``command`` is the launched command line (none when attached), ``topology`` how several
     servers make one (a router: its policy, worker count and DP size are hard keys, its version
     soft). What each part is comes from the profile's engine (pytest_llmperf/engines/)."""
-    engine = profile.kind
+    engine = engines.of(profile)
     hardware = engine.hardware(profile)
     server_args, other, profile_keys = engine.fingerprint_args(server_info, profile)
     hard: dict[str, Any] = {

@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from pytest_llmperf import engines
 from pytest_llmperf.errors import ProfileError, ServerDiedError, ServerError, ServerStartError
 from pytest_llmperf.files import confined, write_text
 from pytest_llmperf.profiles import Profile
@@ -46,7 +47,7 @@ def free_port(host: str) -> int:
 
 def build_command(profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
     """The exact command line that starts ``profile``'s server on ``host:port``."""
-    return profile.kind.command(profile, host, port, run_dir)
+    return engines.of(profile).command(profile, host, port, run_dir)
 
 
 @dataclass
@@ -211,7 +212,7 @@ def launch(
 
     ``${NAME}`` references are taken from the environment here, and only here: the handle keeps
     the profile as written, and every file about the launch has the secrets masked."""
-    engine = profile.kind
+    engine = engines.of(profile)
     host = profile.host
     port = free_port(host)
     notes: list[str] = []
@@ -357,9 +358,8 @@ def wait_ready(
                 )
             if progress is not None and time.monotonic() - last_report >= 1.0:
                 last_report = time.monotonic()
-                progress(
-                    f"{profile.name}: {profile.kind.loading_stage(handle.log_path) or 'starting'}, {elapsed:.0f} s"
-                )
+                stage = engines.of(profile).loading_stage(handle.log_path) or "starting"
+                progress(f"{profile.name}: {stage}, {elapsed:.0f} s")
             time.sleep(poll_s)
 
 
@@ -396,7 +396,7 @@ def fetch_info(handle: ServerHandle) -> dict[str, Any]:
     """What the server says about itself: SGLang's /server_info, llama.cpp's /props, /v1/models."""
     info: dict[str, Any] = {}
     with httpx.Client(base_url=handle.base_url, timeout=10.0, headers=handle.headers) as client:
-        for path in handle.profile.kind.info_paths():
+        for path in engines.of(handle.profile).info_paths():
             try:
                 resp = client.get(path)
             except httpx.HTTPError:
@@ -485,7 +485,7 @@ def _stop_one(handle: ServerHandle, grace_s: float | None) -> None:
     except psutil.NoSuchProcess:
         descendants = []
     deadline = time.monotonic() + grace_s
-    engine = handle.profile.kind
+    engine = engines.of(handle.profile)
     if not engine.stop_signal_to_group():
         try:
             os.kill(process.pid, signal.SIGTERM)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf import engines
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.servers.lifecycle import (
     build_command,
     free_port,
@@ -204,7 +205,7 @@ def test_the_shipped_suite_records_then_passes_on_llamacpp_smollm2(
     )
     hard = data["fingerprint"]["hard"]["llamacpp-smollm2"]
     assert hard["server_args"]["total_slots"] == 4  # from llama-server's /props: -np 4
-    assert hard["hardware"]["key"] == llama_profile.kind.hardware(llama_profile)["key"]
+    assert hard["hardware"]["key"] == engines.of(llama_profile).hardware(llama_profile)["key"]
     for point in data["points"]:
         assert point["problems"] == [] and point["golden"]["n"] >= 5
         # The server's own count of what it generated over the point's runs (warm-up included).

@@ -29,7 +29,7 @@ import pytest
 
 from pytest_llmperf.engines import shm
 from pytest_llmperf.engines.sglang_log import stage
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.servers import lifecycle
 from tests.helpers import Throttle, ctrl_c_enabled
 from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require

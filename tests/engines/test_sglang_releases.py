@@ -21,7 +21,7 @@ from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.engines.sglang_flags import adapt
 from pytest_llmperf.engines.sglang_log import stage
 from pytest_llmperf.golden import fingerprint
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.sim.flags import release_parser
 from tests.sglang_real import CLI_DATA, PYTHON, REPO, ROOT, release, require, versions
 

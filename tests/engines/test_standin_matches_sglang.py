@@ -22,7 +22,7 @@ import pytest
 
 from pytest_llmperf.engines.sglang_log import stage
 from pytest_llmperf.load.workload import Workload
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.servers import lifecycle
 from tests.helpers import fake_sglang
 from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require

@@ -142,13 +142,14 @@ def test_release_waits_for_the_servers_processes_and_reports_what_is_still_held(
 
 
 def test_the_hardware_key_counts_the_visible_gpus(monkeypatch, tmp_path):
-    from pytest_llmperf.profiles import load_profiles
+    from pytest_llmperf import engines
+    from pytest_llmperf.profiles_file import load_profiles
 
     install(monkeypatch, FakeNVML([[], [], [], []]))
     path = tmp_path / "profiles.toml"
     path.write_text('[profiles.g]\nengine = "sglang"\nenv = { CUDA_VISIBLE_DEVICES = "0,1" }\n')
     profile = load_profiles(path).profiles["g"]
-    facts = profile.kind.hardware(profile)
+    facts = engines.of(profile).hardware(profile)
     # What changes a figure: the GPUs, the driver, CUDA, the power limit and the clock.
     assert facts["key"] == (
         "2xnvidia-rtx-pro-6000-blackwell-server-edition-drv590.48.01-cuda13.0-600w-2617mhz"

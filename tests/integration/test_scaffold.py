@@ -80,7 +80,7 @@ def test_the_scaffold_profiles_are_the_repositorys_simulated_pair():
     """The shipped goldens hold only for the same servers and workloads."""
     from dataclasses import replace
 
-    from pytest_llmperf.profiles import load_profiles
+    from pytest_llmperf.profiles_file import load_profiles
 
     ours = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles
     shipped = load_profiles(REPO / "pytest_llmperf" / "scaffold" / "profiles.toml").profiles

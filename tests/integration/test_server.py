@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from pytest_llmperf.errors import ServerStartError
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.servers import lifecycle
 from tests.helpers import FAST_SIM_ARGS, processes_with
 

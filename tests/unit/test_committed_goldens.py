@@ -17,7 +17,7 @@ import pytest
 
 from pytest_llmperf.engines.sglang_args import flag_fields
 from pytest_llmperf.golden.fingerprint import Fingerprint
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles_file import load_profiles
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINES = REPO / "baselines"

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from pytest_llmperf.errors import ProfileError, ServerStartError
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.servers.lifecycle import build_command
 
 

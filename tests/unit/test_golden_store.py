@@ -129,7 +129,7 @@ def test_fingerprint_diff_names_each_changed_leaf():
 def test_a_launched_command_engine_records_its_executables_digest(tmp_path):
     import hashlib
 
-    from pytest_llmperf.profiles import load_profiles
+    from pytest_llmperf.profiles_file import load_profiles
 
     binary = tmp_path / "llama-server"
     binary.write_bytes(b"build with -O1" * 1000)

@@ -1,9 +1,12 @@
 import textwrap
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from pytest_llmperf.errors import ProfileError
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles import SETTINGS, Profile, build, profile_table
+from pytest_llmperf.profiles_file import load_profiles
 
 
 def write(tmp_path, text):
@@ -159,6 +162,29 @@ def test_requests_per_run_is_four_times_concurrency_with_a_floor(tmp_path):
             "field 'extra_body': got 3; expected a table of JSON fields",
         ),
         ("", "no profiles; define at least one [profiles.NAME] table"),
+        (
+            '[profiles.p]\nengine = "llamacpp"\nrouter = { workers = 2 }\n',
+            "field 'router': SGLang's router routes to SGLang workers; this profile has engine = "
+            "'llamacpp'",
+        ),
+        ("[profiles.p]\nrouter = {}\n", "field 'router': 'workers' is None; expected the number"),
+        (
+            '[profiles.p]\nrouter = { workers = 2, policy = "fastest" }\n',
+            "field 'router': 'policy' is 'fastest'; expected one of 'random', 'round_robin'",
+        ),
+        (
+            '[profiles.p]\nengine = "llamacpp"\nlauncher = "srun"\n',
+            "field 'launcher': \"srun\" starts SGLang's ranks",
+        ),
+        ("[profiles.p]\nnodes = 2\n", "field 'nodes': only used with launcher = \"srun\""),
+        (
+            '[profiles.p]\nlauncher = "srun"\nargs = ["--nnodes", "2"]\n',
+            "field 'args': --nnodes is set by the srun launcher",
+        ),
+        (
+            '[profiles.a]\nengine = "vllm"\n[profiles.b]\nextends = "a"\n',
+            "profile 'a', field 'engine': got 'vllm'",
+        ),
     ],
 )
 def test_errors_name_the_file_profile_field_and_what_is_allowed(tmp_path, body, expected):
@@ -168,6 +194,55 @@ def test_errors_name_the_file_profile_field_and_what_is_allowed(tmp_path, body, 
     message = str(excinfo.value)
     assert expected in message
     assert str(path) in message
+
+
+def test_an_inherited_mistake_is_named_where_it_was_written(tmp_path):
+    path = write(tmp_path, '[profiles.b]\nextends = "a"\n[profiles.a]\nengine = "vllm"\n')
+    with pytest.raises(ProfileError, match="profile 'a', field 'engine'"):
+        load_profiles(path)
+
+
+def test_a_profile_round_trips_through_its_table(tmp_path):
+    """What a profile that extends another starts from is the other's table: building a profile
+    from its own table (its args already hold its extra_args) gives the same profile."""
+    path = write(
+        tmp_path,
+        """
+        [profiles.a]
+        args = ["--tp-size", "2"]
+        env = { A = "1" }
+        output_len = { values = [64, 512], weights = [1, 3] }
+        input_len = { uniform = [100, 200] }
+        token_id_range = [10, 4000]
+        slo = { ttft_s = 2.0 }
+        request_rate = [1, 2.5]
+        router = { workers = 2, policy = "cache_aware" }
+        [profiles.b]
+        extends = "a"
+        extra_args = ["--speculative-algorithm", "EAGLE3"]
+        speculative = true
+        window_s = 20
+        """,
+    )
+    for profile in load_profiles(path).profiles.values():
+        table = {
+            k: v for k, v in profile_table(profile).items() if k not in ("extends", "extra_args")
+        }
+        again = build(path, profile.name, table, None)
+        assert again == replace(
+            profile, extends=None, extra_args=(), speculative=False, readiness_path="/health",
+            base_profile=profile.base_profile,
+        )  # fmt: skip
+
+
+def test_a_field_is_one_entry_of_the_table():
+    """The defaults of a Profile made in code are the fields' defaults, and every field has its
+    check's wording, its help and its group (the reference is generated from them)."""
+    made = Profile("p", Path("x"))
+    for key, (attribute, entry) in SETTINGS.items():
+        assert getattr(made, attribute) == entry.convert(entry.default), key
+        assert entry.help and entry.group
+        assert entry.check is None or entry.allowed, key
 
 
 def test_missing_file_says_how_to_point_at_one(tmp_path):

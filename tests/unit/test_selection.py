@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from pytest_llmperf.profiles import load_profiles
+from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.selection import select_profiles, speedup_params, with_aba_copies
 from pytest_llmperf.settings import Settings
 

@@ -31,7 +31,13 @@ def settings(tmp_path: Path, **kwargs: object) -> Settings:
 @pytest.fixture
 def session(tmp_path):
     base = Profile("sim-base", tmp_path / "profiles.toml")
-    spec = Profile("sim-spec", tmp_path / "profiles.toml", args=SPEC_ARGS, base_profile="sim-base")
+    spec = Profile(
+        "sim-spec",
+        tmp_path / "profiles.toml",
+        args=SPEC_ARGS,
+        speculative=True,
+        base_profile="sim-base",
+    )
     state = LLMPerfSession(settings(tmp_path), None, [base, spec], tmp_path / "runs" / "1")
     for name in ("sim-base", "sim-spec"):
         state.fingerprints[name] = Fingerprint(
