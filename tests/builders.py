@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pytest_llmperf.core.judgement import GoldenRef
 from pytest_llmperf.core.metrics import RunMetrics
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, SpeedupPoint
@@ -74,7 +75,7 @@ def measured(
     )
     point.outcome = outcome
     if golden is not None:
-        point.golden = {"mean": golden, "n": 10, "path": f"baselines/{profile}/sim.json"}
+        point.golden = GoldenRef(path=f"baselines/{profile}/sim.json", mean=golden, n=10)
         point.ratio = point.summary.mean / golden
         point.p_value = 0.5
     point.message = message

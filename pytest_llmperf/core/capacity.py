@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_llmperf.core.format import signed_percent
+from pytest_llmperf.core.judgement import GoldenRef, Judgement
 from pytest_llmperf.core.metrics import RunMetrics
-from pytest_llmperf.core.points import Point
+from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.points import PendingRun, Point
+from pytest_llmperf.core.verdict import Margins
 
 ALPHA = 0.05
 #: Runs per probe: the first stage, and the most a probe near the boundary gets.
@@ -36,25 +40,25 @@ PERCENTILES = {50.0: "p50", 90.0: "p90", 99.0: "p99"}
 
 
 @dataclass(frozen=True)
-class Judgement:
+class ProbeResult:
     """What a probe's runs say: ``held`` (True, False, or None while they cannot tell) and why."""
 
     held: bool | None
     why: str
 
 
-def judge(runs: Sequence[RunMetrics], slo: Mapping[str, float], percentile: float) -> Judgement:
+def judge(runs: Sequence[RunMetrics], slo: Mapping[str, float], percentile: float) -> ProbeResult:
     """Whether the runs at one rate meet every limit of ``slo`` at ``percentile``."""
     from pytest_llmperf.core.student import t_cdf
 
     q = PERCENTILES[percentile]
     if any(not r.sustainable for r in runs):
-        return Judgement(False, "not sustainable")
+        return ProbeResult(False, "not sustainable")
     undecided = []
     for key, limit in slo.items():
         values = [getattr(r, key).get(q, math.nan) for r in runs]
         if not values or not all(math.isfinite(v) and v > 0 for v in values):
-            return Judgement(False, f"{key} {q} not measured")
+            return ProbeResult(False, f"{key} {q} not measured")
         logs = [math.log(v / limit) for v in values]
         mean = sum(logs) / len(logs)
         shown = f"{key} {q} {sum(values) / len(values) * 1e3:,.1f} ms vs {limit * 1e3:,.1f} ms"
@@ -67,12 +71,12 @@ def judge(runs: Sequence[RunMetrics], slo: Mapping[str, float], percentile: floa
             p_below = t_cdf(t, len(logs) - 1)
             p_above = 1.0 - p_below
         if p_above < ALPHA:
-            return Judgement(False, f"{shown}: above the limit (p={p_above:.2g})")
+            return ProbeResult(False, f"{shown}: above the limit (p={p_above:.2g})")
         if p_below >= ALPHA:
             undecided.append(f"{shown} (p={p_below:.2g})")
     if undecided:
-        return Judgement(None, "cannot tell: " + "; ".join(undecided))
-    return Judgement(True, "every limit met")
+        return ProbeResult(None, "cannot tell: " + "; ".join(undecided))
+    return ProbeResult(True, "every limit met")
 
 
 @dataclass
@@ -134,7 +138,7 @@ def search(
 
     def holds(rate: float) -> bool:
         runs: Sequence[RunMetrics] = ()
-        judgement = Judgement(None, "")
+        judgement = ProbeResult(None, "")
         for stage in STAGES:
             runs = measure(rate, stage - len(runs))
             judgement = judge(runs, slo, percentile)
@@ -198,11 +202,68 @@ class CapacityPoint(Point):
     def extra_golden_fields(self) -> dict[str, Any]:
         return {"low": self.capacity.low, "high": self.capacity.high}
 
+    def pending_runs(self) -> list[PendingRun]:
+        return [PendingRun(value, self.launch_id, None, None, None) for value in self.values]
+
     def to_json(self) -> dict[str, Any]:
         return {
             **self.capacity.to_json(),
             "test": self.test,
             "verdict": self.verdict_json,
-            "golden": self.golden,
+            "golden": self.golden_json,
             "message": self.message,
         }
+
+
+def judge_capacity(
+    point: CapacityPoint, golden: GoldenRef, margins: Margins, update_command: str
+) -> Judgement:
+    """A capacity judged by its bracket against the golden's rate (lower is worse): FAIL when
+    even the lowest rate that broke the SLO (``high``) is below the golden by more than the fail
+    margin, WARN beyond the warn margin, IMPROVED when the highest rate that held (``low``) is
+    above it by more than the warn margin, else PASS. No rate that met the SLO: FAIL."""
+    cap = point.capacity
+    if cap.low is None:
+        lowest = cap.probes[-1]
+        return Judgement(
+            Outcome.FAIL,
+            f"{point.label}: FAIL — no rate met the SLO; the lowest probed, {lowest.rate:g} "
+            f"requests/s: {lowest.why}",
+        )
+    assert golden.mean is not None
+    gold, shown = golden.mean, shown_capacity(cap)
+    ratio = (cap.max_rate or cap.low) / gold
+    high = cap.high if cap.high is not None else math.inf
+    fail, warn = margins.fail, margins.warn
+    if high < gold * (1 - fail):
+        outcome = Outcome.FAIL
+        why = f"even its lowest failing rate is below the golden by more than the {fail:.0%} fail margin"
+    elif high < gold * (1 - warn):
+        outcome, why = Outcome.WARN, f"lower than the golden beyond the {warn:.0%} warn margin"
+    elif cap.low > gold * (1 + warn):
+        outcome = Outcome.IMPROVED
+        why = (
+            f"its highest passing rate is above the golden by more than the {warn:.0%} warn margin"
+        )
+    else:
+        outcome, why = Outcome.PASS, "the golden's rate is within its bracket's margins"
+    message = (
+        f"{point.label}: {shown} vs golden {gold:,.2f} requests/s "
+        f"({signed_percent(ratio - 1)} %) — {outcome.value}: {why}"
+    )
+    return Judgement(
+        outcome,
+        message,
+        ratio=ratio,
+        golden=replace(golden, n=None, fail_margin=fail, warn_margin=warn),
+        failure=f"{message}\n  Re-record if intended: {update_command}",
+    )
+
+
+def shown_capacity(cap: Capacity) -> str:
+    """``52.1 requests/s [49.6, 54.7]``."""
+    rate, low, high = cap.max_rate, cap.low, cap.high
+    if rate is None:
+        return "-"
+    top = f"{high:,.2f}" if high is not None else "above every rate probed"
+    return f"{rate:,.2f} requests/s [{low:,.2f}, {top}]"

@@ -13,10 +13,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_llmperf.core.judgement import GoldenRef
 from pytest_llmperf.core.metrics import RunMetrics, figure, lower_is_better
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.stats import Summary, finite_mean, finite_or_none
+
+
+@dataclass
+class PendingRun:
+    """A run as its golden file records it (golden/store.py), once the run is written."""
+
+    value: float
+    launch_id: str | None
+    requests: int | None
+    output_tokens: int | None
+    accept_length: float | None
 
 
 def unit_of(metric: str) -> str:
@@ -44,7 +56,7 @@ class Point:
     workload: dict[str, Any] = field(default_factory=dict)
     #: Set by the check; None while the point is only measured.
     outcome: Outcome | None = None
-    golden: dict[str, Any] | None = None
+    golden: GoldenRef | None = None
     ratio: float | None = None
     p_value: float | None = None
     message: str | None = None
@@ -79,6 +91,10 @@ class Point:
     def extra_golden_fields(self) -> dict[str, Any]:
         """Fields its golden point keeps besides the runs (a capacity's bracket)."""
         return {}
+
+    def pending_runs(self) -> list[PendingRun]:
+        """The point's runs as its golden records them."""
+        raise NotImplementedError
 
     @property
     def label(self) -> str:
@@ -122,7 +138,11 @@ class Point:
 
     @property
     def golden_mean(self) -> float | None:
-        return (self.golden or {}).get("mean")
+        return self.golden.mean if self.golden is not None else None
+
+    @property
+    def golden_json(self) -> dict[str, Any] | None:
+        return self.golden.to_json() if self.golden is not None else None
 
 
 @dataclass(kw_only=True)
@@ -181,6 +201,12 @@ class MeasuredPoint(Point):
             None,
         )
 
+    def pending_runs(self) -> list[PendingRun]:
+        return [
+            PendingRun(value, self.launch_id, r.requests, r.output_tokens, r.accept_length)
+            for value, r in zip(self.values, self.runs)
+        ]
+
     def extra_golden_fields(self) -> dict[str, Any]:
         """A rate level the server could not keep up with keeps why (for the next reader)."""
         if self.rate is None or self.sustainable:
@@ -206,7 +232,7 @@ class MeasuredPoint(Point):
                 "runs": [r.to_json() for r in self.runs],
                 "launch_id": self.launch_id,
                 "workload": self.workload,
-                "golden": self.golden,
+                "golden": self.golden_json,
                 "ratio": self.ratio,
                 "p_value": self.p_value,
                 "verdict": self.verdict_json,
@@ -243,13 +269,20 @@ class SpeedupPoint(Point):
     def values(self) -> tuple[float, ...]:
         return self.samples
 
+    def pending_runs(self) -> list[PendingRun]:
+        accept = self.accept_lengths
+        return [
+            PendingRun(v, self.launch_id, 0, 0, accept[k] if k < len(accept) else None)
+            for k, v in enumerate(self.values)
+        ]
+
     def to_json(self) -> dict[str, Any]:
         return finite_or_none(
             {
                 "verdict": self.verdict_json,
                 "ratio": self.ratio,
                 "p_value": self.p_value,
-                "golden": self.golden,
+                "golden": self.golden_json,
                 "values": list(self.values),
                 "message": self.message,
                 "history": self.history,

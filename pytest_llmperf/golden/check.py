@@ -1,29 +1,27 @@
-"""The golden side of a check, shared by measured points and speculative speedups.
+"""The golden side of a check, shared by every kind of point: pure rules that read a point and
+its golden file and return what they found or a :class:`~pytest_llmperf.core.judgement.Judgement`.
 
-``compare`` finds a point's entry in its golden file or fails the test (MISSING,
-INCOMPARABLE) and notes what changed in the soft fingerprint; ``conclude`` turns a verdict
-into the point's outcome and, if it does not pass, a test failure that names those changes;
-``pending`` prepares a point for its golden file under ``--perf-update``, refusing to replace
-a golden with a worse one unless the user says why.
+``compare`` finds a point's entry in its golden file (MISSING, INCOMPARABLE otherwise) and notes
+what changed in the soft fingerprint; ``pending`` prepares a point for its golden file under
+``--perf-update``, refusing to replace a golden with a worse one unless the user says why.
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from pytest_llmperf.core.format import format_value, signed_percent
+from pytest_llmperf.core.judgement import GoldenRef, Judgement
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import Point
-from pytest_llmperf.core.verdict import Margins, Verdict, describe
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.golden.model import GoldenFile, GoldenPoint
-from pytest_llmperf.golden.store import PendingPoint, PendingRun
+from pytest_llmperf.golden.store import PendingPoint
 
 
 def update_command(nodeid: str, profiles: Sequence[str]) -> str:
@@ -34,20 +32,28 @@ def update_command(nodeid: str, profiles: Sequence[str]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Found:
+    """A point's entry in its golden file, the reference a judgement keeps, and the soft
+    fingerprint keys that changed since it was recorded (never blocking)."""
+
+    entry: GoldenPoint
+    ref: GoldenRef
+    soft_changes: list[str]
+
+
 def compare(
     point: Point,
     golden: GoldenFile | None,
     path: Path,
     current: Fingerprint,
     update_command: str,
-) -> GoldenPoint:
-    """``point``'s entry in its golden file (``golden``, read from ``path``), or fail the test
-    saying what to do."""
-    __tracebackhide__ = True
+) -> Found | Judgement:
+    """``point``'s entry in its golden file (``golden``, read from ``path``), or why there is
+    none to judge against and what to do."""
     entry = golden.point(point.key) if golden is not None else None
     if golden is None or entry is None:
-        point.outcome = Outcome.MISSING
-        point.message = f"{point.label}: no golden baseline in {path}"
+        message = f"{point.label}: no golden baseline in {path}"
         moved = _moved_from(point.key, golden)
         hint = (
             f"\n  Its test file moved? The golden has {moved[1]}; carry them: pytest "
@@ -55,24 +61,29 @@ def compare(
             if moved
             else ""
         )
-        pytest.fail(
-            f"{point.message} for {point.key}.{hint}\n  Record it: {update_command}", pytrace=False
-        )
+        failure = f"{message} for {point.key}.{hint}\n  Record it: {update_command}"
+        return Judgement(Outcome.MISSING, message, failure=failure)
     changes = fingerprint.hard_changes(golden.hard, current)
     changes += [
         f"workload.{line}" for line in fingerprint.diff(dict(entry.workload), point.workload)
     ]
     if changes:
-        point.outcome = Outcome.INCOMPARABLE
-        point.message = f"{point.label}: INCOMPARABLE with {path}"
-        pytest.fail(
-            f"{point.message}: it was recorded under a different configuration:\n    "
+        message = f"{point.label}: INCOMPARABLE with {path}"
+        failure = (
+            f"{message}: it was recorded under a different configuration:\n    "
             + "\n    ".join(changes)
-            + f"\n  If the change is intended, re-record (and review the diff): {update_command}",
-            pytrace=False,
+            + f"\n  If the change is intended, re-record (and review the diff): {update_command}"
         )
-    point.environment_changes = fingerprint.soft_changes(golden.fingerprint, current)
-    return entry
+        return Judgement(Outcome.INCOMPARABLE, message, failure=failure)
+    ref = GoldenRef(
+        path=str(path),
+        mean=entry.mean,
+        n=entry.n,
+        sustainable=entry.sustainable if point.rate is not None else None,
+        low=entry.extra.get("low"),
+        high=entry.extra.get("high"),
+    )
+    return Found(entry, ref, fingerprint.soft_changes(golden.fingerprint, current))
 
 
 def _moved_from(key: str, golden: GoldenFile | None) -> tuple[str, str] | None:
@@ -86,84 +97,44 @@ def _moved_from(key: str, golden: GoldenFile | None) -> tuple[str, str] | None:
     return None
 
 
-def conclude(
-    point: Point,
-    verdict: Verdict,
-    entry: GoldenPoint,
-    path: Path,
-    margins: Margins,
-    extra: Sequence[str] = (),
-) -> None:
-    """Store the verdict on the point; fail the test unless it passes. ``extra``: lines the
-    history adds (the drift gate, the night-to-night noise)."""
-    __tracebackhide__ = True
-    gold_mean = entry.mean
-    point.outcome = verdict.outcome
-    point.golden = {
-        "mean": gold_mean,
-        "n": entry.n,
-        "path": str(path),
-        "fail_margin": margins.fail,
-        "warn_margin": margins.warn,
-    }
-    point.ratio = verdict.ratio
-    point.p_value = verdict.p
-    point.message = describe(
-        point.label, point.summary.mean, gold_mean, verdict, margins.fail, margins.warn,
-        unit=point.unit, why=point.ungated,
-    ) + "".join(f"\n  {line}" for line in extra)  # fmt: skip
-    if not verdict.passed:
-        changes = "".join(f"\n    {line}" for line in point.environment_changes)
-        pytest.fail(
-            point.message
-            + (f"\n  Changed since the golden (not blocking):{changes}" if changes else ""),
-            pytrace=False,
-        )
-
-
 def pending(
     point: Point,
-    runs: list[PendingRun],
     old: GoldenPoint | None,
     *,
     pool: bool,
     accept_worse: str | None,
     warn_margin: float,
-) -> PendingPoint:
+) -> PendingPoint | Judgement:
     """``point`` as it will be written to its golden file at the end of the run.
 
-    Replacing a golden (not pooling into it) with a mean worse than the warn margin fails the
-    test unless ``accept_worse`` says why.
+    Replacing a golden (not pooling into it) with a mean worse than the warn margin is refused
+    (a FAIL) unless ``accept_worse`` says why.
     """
-    __tracebackhide__ = True
     if old is not None and not pool:
         ratio = point.summary.mean / old.mean
         worse = ratio > 1 + warn_margin if point.lower_is_better else ratio < 1 - warn_margin
         if worse and not accept_worse:
-            point.outcome, point.ratio = Outcome.FAIL, ratio
-            point.golden = {"mean": old.mean, "n": old.n}
-            point.message = (
+            message = (
                 f"{point.label}: refusing to replace the golden "
                 f"{format_value(old.mean, point.unit, bare=True)} with "
                 f"{format_value(point.summary.mean, point.unit, bare=True)} ({signed_percent(ratio - 1)} %, "
                 f"worse than the {warn_margin * 100:g} % warn margin)"
             )
-            pytest.fail(
-                f"{point.message}.\n  If this is expected, say why: re-run with "
+            failure = (
+                f"{message}.\n  If this is expected, say why: re-run with "
                 "--perf-accept-worse='<reason, e.g. driver 590 regression, tracked in #123>'; "
-                "the reason is stored in the golden's history.",
-                pytrace=False,
+                "the reason is stored in the golden's history."
+            )
+            return Judgement(
+                Outcome.FAIL,
+                message,
+                ratio,
+                golden=GoldenRef(mean=old.mean, n=old.n),
+                failure=failure,
             )
     why = accept_worse or ("--perf-update --perf-pool" if pool else "--perf-update")
     return PendingPoint(
-        point.key, point.test, point.concurrency, point.metric, runs, why, pool, point.workload,
-        sustainable=getattr(point, "sustainable", True),
+        point.key, point.test, point.concurrency, point.metric, point.pending_runs(), why, pool,
+        point.workload, sustainable=getattr(point, "sustainable", True),
         extra=point.extra_golden_fields(),
     )  # fmt: skip
-
-
-def recorded(point: Point, path: Path) -> None:
-    """Mark ``point`` as queued for ``path``."""
-    point.outcome = Outcome.RECORDED
-    point.golden = {"path": str(path)}
-    point.message = f"{point.label}: recorded {format_value(point.summary.mean, point.unit, bare=True)} into {path}"

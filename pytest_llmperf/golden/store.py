@@ -25,7 +25,7 @@ from typing import Any
 
 from pytest_llmperf.core.format import format_value
 from pytest_llmperf.core.nodeid import NodeId
-from pytest_llmperf.core.points import unit_of
+from pytest_llmperf.core.points import PendingRun, unit_of
 from pytest_llmperf.core.stats import Summary
 from pytest_llmperf.errors import LLMPerfError
 from pytest_llmperf.files import confined, write_json_atomic
@@ -108,15 +108,6 @@ def _point_problem(entry: Any) -> str | None:
             shown = "missing" if not isinstance(run, dict) or "value" not in run else repr(value)
             return f"run {k} has 'value' {shown}, not a positive number"
     return None
-
-
-@dataclass
-class PendingRun:
-    value: float
-    launch_id: str | None
-    requests: int | None
-    output_tokens: int | None
-    accept_length: float | None
 
 
 @dataclass

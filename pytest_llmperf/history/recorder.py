@@ -201,7 +201,7 @@ class HistoryRecorder:
                 "verdict": point.verdict_json,
                 "ratio": finite_or_none(point.ratio),
                 "p_value": finite_or_none(point.p_value),
-                "golden": finite_or_none(point.golden),
+                "golden": finite_or_none(point.golden_json),
                 "message": point.message,
                 "problems": point.problems,
                 "counters": finite_or_none(counters) if counters else None,

@@ -1,4 +1,6 @@
-"""The golden side of a check, table-driven on hand-built points and golden files."""
+"""The golden side of a check and the judgements it comes to, table-driven on hand-built points
+and golden files: each rule returns a judgement, and ``apply`` puts it on the point and fails
+the test unless it passes."""
 
 from __future__ import annotations
 
@@ -6,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf.core.judgement import GoldenRef, against_golden, recorded
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.verdict import Margins, decide
+from pytest_llmperf.fixtures.goldens import apply
 from pytest_llmperf.golden import check
+from pytest_llmperf.golden.check import Found
 from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.golden.store import PendingRun
 from tests.builders import golden_file as built_golden
@@ -28,18 +33,19 @@ def golden_file(point, values=(100.0,) * 10, workload=None, hard=None, soft=None
     )
 
 
-def fails(call, *args, **kwargs) -> str:
+def fails(point, judgement) -> str:
     with pytest.raises(pytest.fail.Exception) as excinfo:
-        call(*args, **kwargs)
+        apply(point, judgement)
     return str(excinfo.value)
 
 
 def test_a_missing_golden_or_point_fails_with_the_command_that_records_it():
     point = measured("p", 4, [100.0])
     for golden in (None, built_golden({}, hard=HARD)):
-        message = fails(
-            check.compare, point, golden, PATH, Fingerprint(HARD, SOFT), "pytest x --perf-update"
+        found = check.compare(
+            point, golden, PATH, Fingerprint(HARD, SOFT), "pytest x --perf-update"
         )
+        message = fails(point, found)
         assert point.outcome is Outcome.MISSING
         assert message == (
             f"p C=4: no golden baseline in {PATH} for {point.key}.\n"
@@ -58,9 +64,8 @@ def test_a_missing_golden_or_point_fails_with_the_command_that_records_it():
 def test_a_hard_difference_is_incomparable_with_the_diff_and_the_fix(hard, workload, expected):
     point = measured("p", 4, [100.0])
     golden = golden_file(point, hard=hard, workload=workload)
-    message = fails(
-        check.compare, point, golden, PATH, Fingerprint(HARD, SOFT), "pytest x --perf-update"
-    )
+    found = check.compare(point, golden, PATH, Fingerprint(HARD, SOFT), "pytest x --perf-update")
+    message = fails(point, found)
     assert point.outcome is Outcome.INCOMPARABLE
     assert (
         expected in message and "re-record (and review the diff): pytest x --perf-update" in message
@@ -70,11 +75,12 @@ def test_a_hard_difference_is_incomparable_with_the_diff_and_the_fix(hard, workl
 def test_soft_differences_are_noted_never_blocking():
     point = measured("p", 4, [100.0])
     golden = golden_file(point, soft={**SOFT, "server_version": "0.5.19"})
-    entry = check.compare(
+    found = check.compare(
         point, golden, PATH, Fingerprint(HARD, {**SOFT, "server_version": "0.5.23"}), "cmd"
     )
-    assert entry is golden.point(point.key)
-    assert point.environment_changes == ['server_version: "0.5.19" → "0.5.23"']
+    assert isinstance(found, Found) and found.entry is golden.point(point.key)
+    assert found.ref == GoldenRef(path=str(PATH), mean=100.0, n=10)
+    assert found.soft_changes == ['server_version: "0.5.19" → "0.5.23"']
 
 
 @pytest.mark.parametrize(
@@ -86,21 +92,24 @@ def test_soft_differences_are_noted_never_blocking():
         ([120.0, 121.0, 119.0], Outcome.IMPROVED, False),
     ],
 )
-def test_conclude_stores_the_verdict_and_fails_only_what_does_not_pass(values, outcome, fails_test):
+def test_a_verdict_against_its_golden_fails_only_what_does_not_pass(values, outcome, fails_test):
     point = measured("p", 4, values)
-    point.environment_changes = ["python: a → b"]
     golden_values = [99.0, 100.0, 101.0] * 3 + [100.0]
-    entry = golden_file(point, values=golden_values).point(point.key)
     verdict = decide(
         point.values, golden_values, fail_margin=0.15, warn_margin=0.05, last_stage=True
     )
+    judgement = against_golden(
+        point.label, point.summary.mean, point.unit, verdict,
+        GoldenRef(path=str(PATH), mean=100.0, n=10), Margins(0.15, 0.05),
+        changes=["python: a → b"],
+    )  # fmt: skip
     if fails_test:
-        message = fails(check.conclude, point, verdict, entry, PATH, Margins(0.15, 0.05))
+        message = fails(point, judgement)
         assert message.startswith("p C=4: 70.0 tok/s vs golden 100.0 (\u221230.0 %")
         assert message.endswith("Changed since the golden (not blocking):\n    python: a → b")
     else:
-        check.conclude(point, verdict, entry, PATH, Margins(0.15, 0.05))
-    assert point.outcome is outcome and point.golden == {
+        apply(point, judgement)
+    assert point.outcome is outcome and point.golden_json == {
         "mean": 100.0,
         "n": 10,
         "path": str(PATH),
@@ -124,20 +133,16 @@ def test_a_worse_golden_replaces_the_old_one_only_when_the_user_says_why(
 ):
     point = measured("p", 4, [new, new])
     old = built_golden({"k": [100.0] * 10}).point("k")
-    runs = [PendingRun(new, "l", 10, 640, None)] * 2
+    runs = [PendingRun(new, "launch-1", 10, 640, None)] * 2
+    pending = check.pending(point, old, pool=pool, accept_worse=accept_worse, warn_margin=0.05)
     if refused:
-        message = fails(
-            check.pending, point, runs, old, pool=pool, accept_worse=accept_worse, warn_margin=0.05
-        )
+        message = fails(point, pending)
         assert point.outcome is Outcome.FAIL
         assert "refusing to replace the golden 100.0 with 80.0 (\u221220.0 %" in message
         assert "--perf-accept-worse=" in message
         return
-    pending = check.pending(
-        point, runs, old, pool=pool, accept_worse=accept_worse, warn_margin=0.05
-    )
     assert (pending.key, pending.why, pending.pool, pending.runs) == (point.key, why, pool, runs)
-    check.recorded(point, PATH)
+    apply(point, recorded(point.label, point.summary.mean, point.unit, str(PATH)))
     assert (
         point.outcome is Outcome.RECORDED
         and point.message == f"p C=4: recorded {new:,.1f} into {PATH}"

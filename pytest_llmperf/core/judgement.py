@@ -1,0 +1,244 @@
+"""Judgements: what a check concludes about a point, as a value, from pure rules.
+
+Every kind of verdict is a rule here (or, for the capacity, in core/capacity.py) that returns
+one :class:`Judgement`: the outcome, the message the results and the summary show, the ratio
+and p-value, a typed reference to the golden it was judged against, and, when the test fails,
+what the failure adds to the message (how to fix it, what changed). The rules know nothing of
+pytest: ``pytest_llmperf.fixtures.goldens.apply`` puts a judgement on its point and fails the
+test unless it passes, the one place that does.
+
+The rules: :func:`invalid` (the runs are not a measurement of the server),
+:func:`against_golden` (a statistical verdict, core/verdict.py, said against its golden),
+:func:`not_sustainable` and :func:`sustainable_now` (a rate level the server could not keep up
+with, now or when its golden was recorded), :func:`with_history` (the drift gate and the
+night-to-night noise of the point's series) and :func:`recorded`; golden/check.py adds those
+about the golden file itself (MISSING, INCOMPARABLE, a refused replacement).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from pytest_llmperf.core.format import format_value
+from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.verdict import ALPHA, Margins, Verdict, describe
+
+
+@dataclass(frozen=True)
+class GoldenRef:
+    """The golden a point was judged against: its file, and what the judgement read of it.
+    The results JSON's ``golden`` is this, without what is unknown."""
+
+    path: str | None = None
+    mean: float | None = None
+    n: int | None = None
+    fail_margin: float | None = None
+    warn_margin: float | None = None
+    #: A rate level's: whether the server kept up when the golden was recorded.
+    sustainable: bool | None = None
+    #: A capacity's bracket.
+    low: float | None = None
+    high: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a check concluded about one point."""
+
+    outcome: Outcome
+    message: str
+    ratio: float | None = None
+    p_value: float | None = None
+    golden: GoldenRef | None = None
+    #: The test's failure, when it is more than the message (INVALID lists the problems).
+    failure: str | None = None
+    #: Why the point is reported but not gated.
+    ungated: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome.passed
+
+    @property
+    def failure_text(self) -> str:
+        return self.failure or self.message
+
+
+def invalid(label: str, what: str, problems: Sequence[str]) -> Judgement:
+    """The runs are not a measurement of the server: ``what`` they are not, and why."""
+    return Judgement(
+        Outcome.INVALID,
+        f"{label}: INVALID",
+        failure=f"{label}: {what}:\n  " + "\n  ".join(problems),
+    )
+
+
+def against_golden(
+    label: str,
+    measured: float,
+    unit: str,
+    verdict: Verdict,
+    golden: GoldenRef,
+    margins: Margins,
+    *,
+    ungated: str | None = None,
+    extra: Sequence[str] = (),
+    changes: Sequence[str] = (),
+) -> Judgement:
+    """A statistical verdict said against its golden: ``extra``, lines the history adds (the
+    drift gate, the night-to-night noise); ``changes``, the soft fingerprint keys that changed
+    since the golden, which a failure lists (never blocking)."""
+    assert golden.mean is not None
+    message = describe(
+        label, measured, golden.mean, verdict, margins.fail, margins.warn, unit=unit, why=ungated
+    ) + "".join(f"\n  {line}" for line in extra)
+    changed = "".join(f"\n    {line}" for line in changes)
+    return Judgement(
+        verdict.outcome,
+        message,
+        ratio=verdict.ratio,
+        p_value=verdict.p,
+        golden=replace(golden, fail_margin=margins.fail, warn_margin=margins.warn),
+        failure=message
+        + (f"\n  Changed since the golden (not blocking):{changed}" if changed else ""),
+        ungated=ungated,
+    )
+
+
+def not_gated_for_too_few_values(
+    verdict: Verdict, few: int, needed: int, q: str
+) -> tuple[Verdict, str]:
+    """A percentile whose runs had too few values to estimate it is reported, never failed:
+    one slow request moves such a "p99" by all of its value. A significant move is a WARN; one
+    the runs cannot tell from noise passes."""
+    why = (
+        f"reported, not gated (a run had only {few} values, too few for a {q}, which needs "
+        f"{needed}; lengthen window_s or min_requests to gate it)"
+    )
+    if verdict.inconclusive or verdict.outcome is Outcome.UNCERTAIN:
+        return replace(verdict, outcome=Outcome.PASS, inconclusive=False), why
+    if verdict.outcome is Outcome.FAIL:
+        return replace(verdict, outcome=Outcome.WARN), why
+    return verdict, why
+
+
+def not_sustainable(label: str, why: str, rate: float, golden: GoldenRef) -> Judgement:
+    """A rate level the server could not keep up with is judged on that alone (its figures are
+    those of a growing queue, not of the server): sustainable in its golden and not now, FAIL;
+    not sustainable in its golden either, reported and not gated."""
+    if golden.sustainable is False:
+        return Judgement(
+            Outcome.PASS,
+            f"{label}: PASS (not gated) — NOT SUSTAINABLE, as in its golden: {why}",
+            golden=golden,
+            ungated="not sustainable, as when its golden was recorded",
+        )
+    message = (
+        f"{label}: FAIL — NOT SUSTAINABLE: {why}. It was sustainable in its golden "
+        f"({golden.path}): the server no longer keeps up with {rate:g} requests/s"
+    )
+    return Judgement(Outcome.FAIL, message, golden=golden)
+
+
+def sustainable_now(label: str, golden: GoldenRef, update_command: str) -> Judgement:
+    """A rate level the server keeps up with now, where its golden was a queue's figures."""
+    return Judgement(
+        Outcome.IMPROVED,
+        f"{label}: IMPROVED — sustainable now; its golden was not (a queue's figures, not "
+        f"comparable). Record it: {update_command}",
+        golden=golden,
+    )
+
+
+def recorded(label: str, measured: float, unit: str, path: str) -> Judgement:
+    """Under --perf-update: queued for its golden file, written at the end of the run."""
+    return Judgement(
+        Outcome.RECORDED,
+        f"{label}: recorded {format_value(measured, unit, bare=True)} into {path}",
+        golden=GoldenRef(path=path),
+    )
+
+
+@dataclass(frozen=True)
+class SeriesFacts:
+    """What a point's stored series says about tonight (history/gate.py reads them): the
+    nights' spread (sd on the log scale, and over how many nights), tonight's values, and the
+    confirmed drift since the golden's last recording (None: none)."""
+
+    tonight: tuple[float, ...]
+    spread: tuple[float, int] | None
+    drift: Mapping[str, Any] | None
+    lower_is_better: bool
+
+
+def with_history(
+    verdict: Verdict, facts: SeriesFacts, margins: Margins, golden_mean: float
+) -> tuple[Verdict, list[str], str | None]:
+    """The verdict with the history's word on it, the lines it adds to the message, and how
+    the drift gated the point ("FAIL", "WARN"; None: it did not).
+
+    - **Night-to-night noise.** A FAIL against the golden stands only when it is also
+      significant against the series' own night-to-night spread: a whole session shifted by a
+      busy machine, as far as nights of the series have been shifted before, is a WARN.
+    - **Drift gate.** A confirmed change since the golden's last recording WARNs beyond the warn
+      margin and FAILs beyond the fail margin, even when tonight passes its golden: a −8 % step
+      or a −2 %-a-night drift never crosses a 15 % fail margin in one night.
+    """
+    lines = []
+    if verdict.outcome is Outcome.FAIL and facts.spread is not None:
+        sd, nights = facts.spread
+        p = session_p_value(list(facts.tonight), golden_mean, sd, nights, facts.lower_is_better)
+        if p >= ALPHA:
+            verdict = replace(verdict, outcome=Outcome.WARN)
+            lines.append(
+                f"not failed: the series' nights differ by {sd * 100:.1f} % (sd over "
+                f"{nights} nights), and against that tonight's change is not significant "
+                f"(p = {p:.2g}); a FAIL needs a move beyond the night-to-night noise"
+            )
+    drift, gated = facts.drift, None
+    if drift and drift["worse"] and abs(drift["change"]) >= margins.warn:
+        # A latency's margins are its rise, a throughput's its fall: |change| either way.
+        fail = abs(drift["change"]) >= margins.fail
+        gated = "FAIL" if fail else "WARN"
+        lines.append(drift_line(drift, "fail" if fail else "warn", margins))
+        if verdict.outcome.passed:
+            outcome = Outcome.FAIL if fail else Outcome.WARN
+            if outcome is Outcome.FAIL or verdict.outcome is not Outcome.WARN:
+                verdict = replace(verdict, outcome=outcome)
+    return verdict, lines, gated
+
+
+def session_p_value(
+    new: list[float], golden_mean: float, spread: float, nights: int, lower_is_better: bool
+) -> float:
+    """One-sided p that tonight's mean is worse than the golden's by more than the series'
+    nights differ from each other: both are one session, so their difference has the
+    variance of two nights (2·spread²), on ``nights − 1`` degrees of freedom."""
+    from pytest_llmperf.core.student import t_cdf
+
+    sign = -1.0 if lower_is_better else 1.0
+    tonight = sign * sum(math.log(v) for v in new) / len(new)
+    diff = tonight - sign * math.log(golden_mean)
+    se = math.sqrt(2) * spread
+    if not se > 0:
+        return 0.0 if diff < 0 else 1.0
+    return t_cdf(diff / se, nights - 1)
+
+
+def drift_line(drift: Mapping[str, Any], which: str, margins: Margins) -> str:
+    low, high = drift["interval"]
+    commit = f", commit {drift['first_bad_commit'][:10]}" if drift.get("first_bad_commit") else ""
+    changed = "; ".join(drift["what_changed"]) or "no fingerprint key, version or commit"
+    margin = margins.fail if which == "fail" else margins.warn
+    return (
+        f"drift: the series moved {drift['change'] * 100:+.1f} % ({low * 100:+.1f} to "
+        f"{high * 100:+.1f} %, 95 %) since run {drift['first_bad_run']} "
+        f"({drift['first_bad_date']} UTC{commit}), beyond the {margin * 100:g} % {which} margin; "
+        f"last good run {drift['last_good_run']}; what changed then: {changed}"
+    )
