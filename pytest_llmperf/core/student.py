@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import fmean, variance
+from statistics import fmean, stdev, variance
 
 
 def t_quantile(p: float, dof: float) -> float:
@@ -35,7 +35,10 @@ def t_sf(x: float, dof: float) -> float:
 
 @dataclass(frozen=True)
 class TwoSample:
-    """A two-sample t statistic: ``diff`` = mean(a) − mean(b), its standard error and dof."""
+    """A two-sample t statistic: ``diff`` = mean(a) − mean(b), its standard error and dof.
+
+    Without spread (``se`` 0) the means decide alone: a difference is certain, none is no
+    evidence; without a degree of freedom there is no test (no evidence either way)."""
 
     diff: float
     se: float
@@ -45,29 +48,57 @@ class TwoSample:
     def t(self) -> float:
         return self.diff / self.se
 
+    @property
+    def testable(self) -> bool:
+        return self.dof >= 1 and self.se > 0
+
     def p_less(self) -> float:
         """One-sided p that mean(a) < mean(b)."""
+        if not self.testable:
+            return 0.0 if self.dof >= 1 and self.diff < 0 else 1.0
         return t_cdf(self.t, self.dof)
 
     def p_greater(self) -> float:
         """One-sided p that mean(a) > mean(b)."""
+        if not self.testable:
+            return 0.0 if self.dof >= 1 and self.diff > 0 else 1.0
         return t_sf(self.t, self.dof)
 
     def p_two_sided(self) -> float:
+        if not self.testable:
+            return 0.0 if self.dof >= 1 and self.diff != 0 else 1.0
         return 2 * t_sf(abs(self.t), self.dof)
 
     def lower_bound(self, confidence: float) -> float:
         """The one-sided ``confidence`` lower bound on the difference of means."""
+        if not self.testable:
+            return self.diff
         return self.diff - t_quantile(confidence, self.dof) * self.se
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        """The two-sided ``confidence`` interval of the difference of means."""
+        if not self.testable:
+            return self.diff, self.diff
+        half = t_quantile(0.5 + confidence / 2, self.dof) * self.se
+        return self.diff - half, self.diff + half
 
 
 def pooled(a: Sequence[float], b: Sequence[float]) -> TwoSample:
-    """Student's test with pooled variance (``ttest_ind(equal_var=True)``); two values a side
-    at least, and some spread (the caller decides the degenerate cases by the means)."""
-    ma, va, mb, vb = fmean(a), variance(a), fmean(b), variance(b)
-    dof = len(a) + len(b) - 2
-    var = ((len(a) - 1) * va + (len(b) - 1) * vb) / dof
-    return TwoSample(ma - mb, math.sqrt(var * (1 / len(a) + 1 / len(b))), dof)
+    """Student's test with pooled variance (``ttest_ind(equal_var=True)``) of two samples."""
+    sd_a = stdev(a) if len(a) > 1 else 0.0
+    sd_b = stdev(b) if len(b) > 1 else 0.0
+    return pooled_from(fmean(a), sd_a, len(a), fmean(b), sd_b, len(b))
+
+
+def pooled_from(
+    mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b: float, n_b: int
+) -> TwoSample:
+    """:func:`pooled` from each sample's mean, standard deviation and size."""
+    dof = n_a + n_b - 2
+    if dof < 1:
+        return TwoSample(mean_a - mean_b, math.nan, dof)
+    var = ((n_a - 1) * sd_a**2 + (n_b - 1) * sd_b**2) / dof
+    return TwoSample(mean_a - mean_b, math.sqrt(var * (1 / n_a + 1 / n_b)), dof)
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> TwoSample:

@@ -81,13 +81,13 @@ class ChangePoint:
 
     def interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """The two-sided confidence interval of :attr:`shift` (pooled t)."""
-        from pytest_llmperf.core.student import t_quantile
+        from pytest_llmperf.core.student import pooled_from
 
-        se, dof = _pooled_se(self.sd_before, self.n_before, self.sd_after, self.n_after)
-        if not se > 0 or dof < 1:
-            return self.shift, self.shift
-        half = t_quantile(0.5 + confidence / 2, dof) * se
-        return self.shift - half, self.shift + half
+        test = pooled_from(
+            self.mean_after, self.sd_after, self.n_after,
+            self.mean_before, self.sd_before, self.n_before,
+        )  # fmt: skip
+        return test.interval(confidence)
 
 
 def e_divisive_split(x: np.ndarray, min_size: int = MIN_SIZE) -> tuple[int, float] | None:
@@ -170,25 +170,11 @@ def _sd(x: np.ndarray) -> float:
     return float(x.std(ddof=1)) if len(x) > 1 else 0.0
 
 
-def _pooled_se(sd1: float, n1: int, sd2: float, n2: int) -> tuple[float, int]:
-    dof = n1 + n2 - 2
-    if dof < 1:
-        return math.nan, dof
-    pooled = ((n1 - 1) * sd1**2 + (n2 - 1) * sd2**2) / dof
-    return math.sqrt(pooled * (1 / n1 + 1 / n2)), dof
-
-
 def _t_pvalue(a: np.ndarray, b: np.ndarray) -> float:
     """Two-sided pooled t-test; two constant segments differ (p = 0) or not (p = 1)."""
-    from pytest_llmperf.core.student import t_sf
+    from pytest_llmperf.core.student import pooled
 
-    se, dof = _pooled_se(_sd(a), len(a), _sd(b), len(b))
-    diff = float(b.mean() - a.mean())
-    if dof < 1:
-        return 1.0
-    if not se > 0:
-        return 0.0 if diff != 0 else 1.0
-    return 2 * t_sf(abs(diff) / se, dof)
+    return pooled(b.tolist(), a.tolist()).p_two_sided()
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Dataset", "DatasetError", "Entry", "load_dataset"]
+__all__ = ["Dataset", "DatasetError", "Entry", "RequestFile", "load_dataset", "read_request_file"]
 
 #: The turn authors ShareGPT-style files use for the user's side.
 USER_TURNS = ("human", "user")
@@ -63,44 +64,67 @@ class Dataset:
         return {"file": self.path.name, "format": self.format, "sha256": self.sha256}
 
 
-def load_dataset(path: Path) -> Dataset:
+@dataclass(frozen=True)
+class RequestFile:
+    """A request file's bytes (their SHA-256 goes into the workload fingerprint) and its text."""
+
+    path: Path
+    raw: bytes
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+    def json_lines(self, what: str) -> Iterator[tuple[int, str, Any]]:
+        """Each non-empty line's number, how an error names it, and its JSON value."""
+        for number, line in enumerate(self.text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"{what} {self.path}, line {number}"
+            try:
+                yield number, where, json.loads(line)
+            except ValueError as exc:
+                raise DatasetError(
+                    f"{where}: not valid JSON ({exc.args[0]}); each line must be one JSON object"
+                ) from None
+
+
+def read_request_file(path: Path, what: str) -> RequestFile:
+    """A dataset or trace file (``what``), which must be UTF-8 text: one decoding policy for
+    both, a file that is not is refused naming its first bad line."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise DatasetError(f"dataset {path}: cannot be read ({exc.strerror or exc})") from None
+        raise DatasetError(f"{what} {path}: cannot be read ({exc.strerror or exc})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise DatasetError(f"dataset {path}, line {line}: not UTF-8 text") from None
-    sha = hashlib.sha256(raw).hexdigest()
-    if text.lstrip().startswith("["):
-        entries, skipped = _sharegpt_array(path, text)
+        raise DatasetError(f"{what} {path}, line {line}: not UTF-8 text") from None
+    return RequestFile(path, raw, text)
+
+
+def load_dataset(path: Path) -> Dataset:
+    file = read_request_file(path, "dataset")
+    if file.text.lstrip().startswith("["):
+        entries, skipped = _sharegpt_array(path, file.text)
         fmt = "sharegpt"
     else:
-        entries, skipped, fmt = _jsonl(path, text)
+        entries, skipped, fmt = _jsonl(file)
     if not entries:
         raise DatasetError(
             f"dataset {path}: no requests in it"
             + (f" ({skipped} conversations without a user turn were skipped)" if skipped else "")
         )
-    return Dataset(path, fmt, tuple(entries), sha, skipped)
+    return Dataset(path, fmt, tuple(entries), file.sha256, skipped)
 
 
-def _jsonl(path: Path, text: str) -> tuple[list[Entry], int, str]:
+def _jsonl(file: RequestFile) -> tuple[list[Entry], int, str]:
     entries: list[Entry] = []
     skipped = 0
     kinds = set()
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"dataset {path}, line {number}"
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise DatasetError(
-                f"{where}: not valid JSON ({exc.args[0]}); each line must be one JSON object"
-            ) from None
+    for _, where, obj in file.json_lines("dataset"):
         if isinstance(obj, dict) and "conversations" in obj:
             kinds.add("sharegpt")
             entry = _conversation(where, obj)

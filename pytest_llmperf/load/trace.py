@@ -15,12 +15,10 @@ its own. Output lengths are exact (``ignore_eos``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_llmperf.load.dataset import Dataset, DatasetError, Entry
+from pytest_llmperf.load.dataset import Dataset, DatasetError, Entry, read_request_file
 
 #: Tokens per hash block (Mooncake's traces; GuideLLM reads them with 512 as well).
 BLOCK_TOKENS = 512
@@ -48,22 +46,12 @@ def load_trace(path: Path, token_id_range: tuple[int, int], seed: int = 0) -> Tr
     """Read a Mooncake-format JSONL trace; every error names the file, the line and the field."""
     import numpy as np  # lazily: only a replay needs it
 
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DatasetError(f"trace {path}: cannot be read ({exc.strerror or exc})") from None
+    file = read_request_file(path, "trace")
     low, high = token_id_range
     blocks: dict[int, list[int]] = {}
     entries: list[Entry] = []
     stamps: list[float] = []
-    for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"trace {path}, line {number}"
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise DatasetError(f"{where}: not valid JSON ({exc.args[0]})") from None
+    for number, where, obj in file.json_lines("trace"):
         if not isinstance(obj, dict) or "timestamp" not in obj:
             raise DatasetError(f"{where}: expected an object with {', '.join(FIELDS)}")
         stamp, n_in, n_out = (
@@ -99,7 +87,6 @@ def load_trace(path: Path, token_id_range: tuple[int, int], seed: int = 0) -> Tr
         stamps.append(float(stamp))
     if not entries:
         raise DatasetError(f"trace {path}: no requests in it")
-    digest = hashlib.sha256(raw).hexdigest()
     first = stamps[0]
-    dataset = Dataset(path, "mooncake-trace", tuple(entries), digest)
+    dataset = Dataset(path, "mooncake-trace", tuple(entries), file.sha256)
     return Trace(dataset, tuple((s - first) / 1000.0 for s in stamps))

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_llmperf.core.lengths import Lengths, LengthsError, parse_lengths
 from pytest_llmperf.load.dataset import DatasetError, load_dataset
+from pytest_llmperf.load.trace import load_trace
 from pytest_llmperf.load.workload import TOKEN_ID_RANGE, Workload
 
 
@@ -101,3 +102,26 @@ def test_an_empty_or_unreadable_dataset_is_an_error_naming_it(tmp_path):
     (tmp_path / "e.json").write_text('[{"conversations": []}]')
     with pytest.raises(DatasetError, match="no requests in it .1 conversations without a user"):
         load_dataset(tmp_path / "e.json")
+
+
+def load_trace_here(path):
+    return load_trace(path, (10, 4000))
+
+
+@pytest.mark.parametrize(
+    ("read", "first"),
+    [
+        (load_dataset, '{"prompt": "hello"}'),
+        (load_trace_here, '{"timestamp": 0, "input_length": 5, "output_length": 2}'),
+    ],
+)
+def test_datasets_and_traces_share_one_reading_of_their_lines(tmp_path, read, first):
+    """Bad UTF-8 is refused naming its line (a trace used to replace it silently), and a line
+    that is not JSON is named the same way in either file."""
+    path = tmp_path / "requests.jsonl"
+    path.write_bytes(first.encode() + b'\n{"x": "\xff"}\n')
+    with pytest.raises(DatasetError, match=r"line 2: not UTF-8 text"):
+        read(path)
+    path.write_text(first + "\nnot json\n")
+    with pytest.raises(DatasetError, match=r"line 2: not valid JSON .*each line must be one JSON"):
+        read(path)
