@@ -101,14 +101,15 @@ def unreachable_server(settings: Settings, selected: list[Profile]) -> None:
     if not settings.server_url or len(selected) != 1:
         return
     from pytest_llmperf.secrets import resolve
-    from pytest_llmperf.servers.lifecycle import readiness_problem
+    from pytest_llmperf.servers import readiness
 
     profile = selected[0]
     resolved = resolve(profile)
     headers = {"Authorization": f"Bearer {resolved.api_key}"} if resolved.api_key else {}
-    problem = readiness_problem(
-        settings.server_url.rstrip("/") + profile.readiness_path, headers, timeout_s=10.0
-    )
+    problem = readiness.poll(
+        settings.server_url.rstrip("/") + profile.readiness_path, timeout_s=0.0, headers=headers,
+        request_timeout_s=10.0,
+    )  # fmt: skip
     if problem is not None:
         raise pytest.UsageError(
             f"--llm-server-url {settings.server_url} {problem} (profile {profile.name!r}). Start "

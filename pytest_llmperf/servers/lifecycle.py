@@ -33,6 +33,7 @@ from pytest_llmperf.errors import ProfileError, ServerDiedError, ServerError, Se
 from pytest_llmperf.files import confined, write_text
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.secrets import Redactor, resolve
+from pytest_llmperf.servers import readiness
 from pytest_llmperf.servers.logs import RedactingLog
 
 LOG_TAIL_LINES = 25
@@ -327,40 +328,41 @@ def wait_ready(
     from the second second on (a server that is up at once shows nothing).
     """
     profile = handle.profile
-    last_report = time.monotonic() + 1.0
     timeout_s = profile.ready_timeout_s if timeout_s is None else timeout_s
-    deadline = time.monotonic() + timeout_s
+    last_report = time.monotonic() + 1.0
     url = handle.base_url + profile.readiness_path
-    with httpx.Client(timeout=httpx.Timeout(30.0, connect=2.0), headers=handle.headers) as client:
-        while True:
-            elapsed = time.monotonic() - handle.started_at
-            code = handle.exit_code()
-            if code is not None:
-                raise handle.failure(
-                    ServerStartError,
-                    f"exited with code {code} while loading ({elapsed:.1f} s after launch)",
-                    with_command=True,
-                )
-            if handle.slurm is not None and handle.slurm["step"] is None:
-                url = _find_rank0(handle) or url
-            try:
-                if client.get(url).status_code == 200:
-                    handle.note_shm_files()
-                    return
-            except httpx.HTTPError:
-                pass  # not listening yet: SGLang binds only after loading
-            if time.monotonic() > deadline:
-                raise handle.failure(
-                    ServerStartError,
-                    f"was not ready after {timeout_s:g} s (ready_timeout_s): "
-                    f"{url} never answered 200",
-                    with_command=True,
-                )
-            if progress is not None and time.monotonic() - last_report >= 1.0:
-                last_report = time.monotonic()
-                stage = engines.of(profile).loading_stage(handle.log_path) or "starting"
-                progress(f"{profile.name}: {stage}, {elapsed:.0f} s")
-            time.sleep(poll_s)
+
+    def where() -> str:
+        nonlocal url
+        if handle.slurm is not None and handle.slurm["step"] is None:
+            url = _find_rank0(handle) or url  # SGLang binds only after loading: until then, none
+        return url
+
+    def still_loading() -> None:
+        nonlocal last_report
+        elapsed = time.monotonic() - handle.started_at
+        code = handle.exit_code()
+        if code is not None:
+            raise handle.failure(
+                ServerStartError,
+                f"exited with code {code} while loading ({elapsed:.1f} s after launch)",
+                with_command=True,
+            )
+        if progress is not None and time.monotonic() - last_report >= 1.0:
+            last_report = time.monotonic()
+            stage = engines.of(profile).loading_stage(handle.log_path) or "starting"
+            progress(f"{profile.name}: {stage}, {elapsed:.0f} s")
+
+    problem = readiness.poll(
+        where, timeout_s=timeout_s, headers=handle.headers, poll_s=poll_s, between=still_loading
+    )
+    if problem is not None:
+        raise handle.failure(
+            ServerStartError,
+            f"was not ready after {timeout_s:g} s (ready_timeout_s): {url} never answered 200",
+            with_command=True,
+        )
+    handle.note_shm_files()
 
 
 def _find_rank0(handle: ServerHandle) -> str | None:
@@ -381,15 +383,8 @@ def _find_rank0(handle: ServerHandle) -> str | None:
 
 def wait_for_health(url: str, path: str = "/health", timeout_s: float = 20.0) -> None:
     """Poll ``url + path`` until it answers 200 (for servers started outside the launcher)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + path, timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise ServerStartError(f"{url}{path} did not answer 200 within {timeout_s:g} s")
+    if readiness.poll(url + path, timeout_s=timeout_s, poll_s=0.1, request_timeout_s=5.0):
+        raise ServerStartError(f"{url}{path} did not answer 200 within {timeout_s:g} s")
 
 
 def fetch_info(handle: ServerHandle) -> dict[str, Any]:
@@ -423,30 +418,17 @@ def attach(profile: Profile, url: str, *, source: str = "--llm-server-url") -> S
     handle = ServerHandle(
         profile, url.rstrip("/"), api_key=resolved.api_key, redactor=resolved.redactor
     )
-    problem = readiness_problem(handle.base_url + profile.readiness_path, handle.headers)
-    deadline = time.monotonic() + (profile.ready_timeout_s if source == "url" else 0.0)
-    while problem is not None and time.monotonic() < deadline:
-        time.sleep(1.0)
-        problem = readiness_problem(handle.base_url + profile.readiness_path, handle.headers)
+    wait_s = profile.ready_timeout_s if source == "url" else 0.0
+    problem = readiness.poll(
+        handle.base_url + profile.readiness_path, timeout_s=wait_s, headers=handle.headers,
+        poll_s=1.0,
+    )  # fmt: skip
     if problem is not None:
         waited = (
             f" after {profile.ready_timeout_s:g} s (ready_timeout_s)" if source == "url" else ""
         )
         raise ServerStartError(f"{profile.name}: {source} {url} {problem}{waited}")
     return handle
-
-
-def readiness_problem(url: str, headers: dict[str, str], timeout_s: float = 30.0) -> str | None:
-    """Why ``url`` (a health endpoint) does not answer 200, in words; None when it does."""
-    try:
-        with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0), headers=headers) as client:
-            code = client.get(url).status_code
-    except httpx.HTTPError as exc:
-        return f"cannot be reached: {type(exc).__name__}: {exc}"
-    if code != 200:
-        path = httpx.URL(url).path
-        return f"answered {code} on {path}; is it ready?"
-    return None
 
 
 def stop(handle: ServerHandle, grace_s: float | None = None) -> None:

@@ -16,7 +16,6 @@ the ones its ``GET /workers`` lists.
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -26,15 +25,17 @@ import httpx
 from pytest_llmperf.engines.base import sglang_info
 from pytest_llmperf.errors import ServerStartError
 from pytest_llmperf.profiles import Profile
-from pytest_llmperf.servers import lifecycle
+from pytest_llmperf.profiles_file import for_its_engine
+from pytest_llmperf.servers import lifecycle, readiness
 from pytest_llmperf.servers.lifecycle import ServerHandle
 
 ROUTER_MODULE = "sglang_router.launch_router"
 
 
 def worker_profile(profile: Profile, index: int) -> Profile:
-    """Worker ``index`` of a router profile: the profile itself, under its own name."""
-    return replace(profile, name=f"{profile.name}-w{index}", router=None)
+    """Worker ``index`` of a router profile: the profile itself, under its own name, as its
+    engine serves it alone (its readiness is the engine's, not the router's)."""
+    return for_its_engine(replace(profile, name=f"{profile.name}-w{index}", router=None))
 
 
 def router_python(profile: Profile) -> str:
@@ -118,32 +119,36 @@ def wait_until_routed(handle: ServerHandle, expected: int, poll_s: float = 0.25)
     """Until the router's ``/readiness`` counts ``expected`` healthy workers. A router or worker
     that exits fails at once, with its log's tail."""
     profile = handle.profile
-    deadline = time.monotonic() + profile.ready_timeout_s
-    url, seen = handle.base_url + "/readiness", "no answer"
-    with httpx.Client(timeout=httpx.Timeout(10.0, connect=2.0), headers=handle.headers) as client:
-        while True:
-            code = handle.exit_code()
-            if code is not None:
-                raise handle.failure(
-                    ServerStartError, f"(router) exited with code {code} while starting",
-                    with_command=True,
-                )  # fmt: skip
-            handle.ensure_alive("while the router started")
-            try:
-                answer = client.get(url)
-                seen = f"{answer.status_code} {answer.text[:200]}"
-                if answer.status_code == 200 and answer.json().get("healthy_workers") == expected:
-                    return
-            except (httpx.HTTPError, ValueError, AttributeError):
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                raise handle.failure(
-                    ServerStartError,
-                    f"(router) did not count its {expected} workers healthy within "
-                    f"{profile.ready_timeout_s:g} s (ready_timeout_s); {url} last said: {seen}",
-                    with_command=True,
-                )
-            time.sleep(poll_s)
+    url = handle.base_url + "/readiness"
+
+    def counts_them(answer: httpx.Response) -> str | None:
+        try:
+            if answer.status_code == 200 and answer.json().get("healthy_workers") == expected:
+                return None
+        except (ValueError, AttributeError):
+            pass
+        return f"{answer.status_code} {answer.text[:200]}"
+
+    def alive() -> None:
+        code = handle.exit_code()
+        if code is not None:
+            raise handle.failure(
+                ServerStartError, f"(router) exited with code {code} while starting",
+                with_command=True,
+            )  # fmt: skip
+        handle.ensure_alive("while the router started")
+
+    seen = readiness.poll(
+        url, timeout_s=profile.ready_timeout_s, headers=handle.headers, poll_s=poll_s,
+        ready=counts_them, between=alive, request_timeout_s=10.0,
+    )  # fmt: skip
+    if seen is not None:
+        raise handle.failure(
+            ServerStartError,
+            f"(router) did not count its {expected} workers healthy within "
+            f"{profile.ready_timeout_s:g} s (ready_timeout_s); {url} last said: {seen}",
+            with_command=True,
+        )
 
 
 def describe(handle: ServerHandle, version: str | None) -> None:
