@@ -1,17 +1,29 @@
-"""MkDocs hooks: the reference tables are generated from the code's own tables
-(``settings.OPTIONS`` and ``FLAGS``, the profile field table, the results-JSON field tables),
-so the docs and the code cannot drift; the site shows the package's version, and the changelog
-is the repository's CHANGELOG.md."""
+"""The docs' generated parts, and the MkDocs hooks that show them.
+
+The reference tables come from the code's own tables (``settings.OPTIONS`` and ``FLAGS``, the
+profile field table, the results-JSON field tables, what ``init`` writes) and the code map from
+``pytest_llmperf.LAYERS`` and each module's docstring, so the docs and the code cannot drift.
+They are written into the pages between ``<!-- generated: NAME -->`` and ``<!-- end of
+generated: NAME -->``, so a page reads whole where it is read as a file (a code host shows the
+tables, not placeholders): ``python scripts/mkdocs_hooks.py`` rewrites every stale block, and
+tests/unit/test_docs.py fails while one is stale. The site renders the blocks afresh, shows the
+package's version, and takes the changelog from the repository's CHANGELOG.md.
+"""
 
 from __future__ import annotations
 
+import ast
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import __version__, profile_fields, profiles, settings
+from pytest_llmperf import LAYERS, __version__, profile_fields, profiles, scaffold, settings
 from pytest_llmperf.render import results_json
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
+PACKAGE = ROOT / "pytest_llmperf"
+BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n).*?(<!-- end of generated: \2 -->)", re.S)
 
 
 def on_config(config: Any) -> Any:
@@ -20,9 +32,15 @@ def on_config(config: Any) -> Any:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    for marker, render in GENERATED.items():
+    markdown = fill(markdown)
+    for marker, render in PLACEHOLDERS.items():
         markdown = markdown.replace(marker, render())
     return markdown
+
+
+def fill(markdown: str) -> str:
+    """The page with every generated block rendered afresh."""
+    return BLOCK.sub(lambda m: f"{m.group(1)}{BLOCKS[m.group(2)]()}\n{m.group(3)}", markdown)
 
 
 def options_table() -> str:
@@ -75,17 +93,72 @@ def _fields(table: dict[str, str]) -> str:
     return "\n".join(rows)
 
 
+def init_files_table() -> str:
+    rows = ["| file | what it is |", "|---|---|"]
+    rows += [f"| `{target}` | {what} |" for target, (_, what) in scaffold.FILES.items()]
+    rows.append(f"| `pytest.ini` | {scaffold.PYTEST_INI_WHAT} |")
+    return "\n".join(rows)
+
+
+def code_map() -> str:
+    """Each layer, lowest first, with its parts and, under a package, its modules: what each
+    holds, in the first sentence of its docstring."""
+    rows = ["| layer | part | what it holds |", "|---|---|---|"]
+    for k, (what, parts) in enumerate(LAYERS):
+        for j, name in enumerate(parts):
+            layer = f"{k}: {what}" if j == 0 else ""
+            package = PACKAGE / name
+            if package.is_dir():
+                rows.append(f"| {layer} | `{name}/` | {_first_sentence(package / '__init__.py')} |")
+                for module in sorted(package.glob("*.py")):
+                    if module.name != "__init__.py":
+                        rows.append(f"| | `{name}/{module.name}` | {_first_sentence(module)} |")
+            else:
+                rows.append(
+                    f"| {layer} | `{name}.py` | {_first_sentence(package.with_suffix('.py'))} |"
+                )
+    return "\n".join(rows)
+
+
+def _first_sentence(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    paragraph = " ".join(doc.split("\n\n", 1)[0].split())
+    end = re.search(r"(?<!e\.g)(?<!i\.e)\.(\s|$)", paragraph)
+    sentence = paragraph[: end.start() + 1] if end else paragraph
+    return re.sub(r"``([^`]+)``", r"`\1`", sentence).replace("|", "\\|")
+
+
 def changelog() -> str:
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     return text.split("\n", 1)[1]  # its own title is the page's
 
 
-GENERATED = {
-    "{{ options_table }}": options_table,
-    "{{ profile_fields_table }}": profile_fields_table,
-    "{{ results_top_fields }}": lambda: _fields(results_json.TOP_FIELDS),
-    "{{ results_point_fields }}": lambda: _fields(results_json.POINT_FIELDS),
-    "{{ results_run_fields }}": lambda: _fields(results_json.RUN_FIELDS),
-    "{{ changelog }}": changelog,
-    "{{ version }}": lambda: __version__,
+#: What the pages hold between their generated markers.
+BLOCKS = {
+    "options_table": options_table,
+    "profile_fields_table": profile_fields_table,
+    "results_top_fields": lambda: _fields(results_json.TOP_FIELDS),
+    "results_point_fields": lambda: _fields(results_json.POINT_FIELDS),
+    "results_run_fields": lambda: _fields(results_json.RUN_FIELDS),
+    "init_files": init_files_table,
+    "code_map": code_map,
 }
+#: Only the site shows these (the changelog page, the version): a reader of the files has
+#: CHANGELOG.md and pyproject.toml.
+PLACEHOLDERS = {"{{ changelog }}": changelog, "{{ version }}": lambda: __version__}
+
+
+def stale_pages(docs: Path = ROOT / "docs") -> list[Path]:
+    """The pages whose generated blocks differ from what the code says now."""
+    return [
+        p
+        for p in sorted(docs.rglob("*.md"))
+        if fill(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")
+    ]
+
+
+if __name__ == "__main__":
+    for page in stale_pages():
+        page.write_text(fill(page.read_text(encoding="utf-8")), encoding="utf-8")
+        print(f"rewrote the generated blocks of {page.relative_to(ROOT)}")
+    sys.exit(0)

@@ -13,17 +13,48 @@ import configparser
 from importlib.resources import files
 from pathlib import Path
 
-#: What init writes: target path (relative to the project) → the scaffold file it copies.
+#: What init writes: target path (relative to the project) → the scaffold file it copies, and
+#: what it is (docs/getting-started.md's table is generated from it).
 FILES = {
-    "perf_suites/profiles.toml": "profiles.toml",
-    "perf_suites/test_throughput.py": "perf_suites/test_throughput.py",
-    "perf_suites/test_prefill.py": "perf_suites/test_prefill.py",
-    "perf_suites/test_request_rate.py": "perf_suites/test_request_rate.py",
-    "perf_suites/test_capacity.py": "perf_suites/test_capacity.py",
-    "baselines/sim-baseline/sim.json": "baselines/sim-baseline/sim.json",
-    "baselines/sim-eagle3/sim.json": "baselines/sim-eagle3/sim.json",
-    ".github/workflows/nightly-llm-perf.yml": "nightly.yml",
+    "perf_suites/profiles.toml": (
+        "profiles.toml",
+        "the server profiles: a simulated SGLang pair that runs at once, and a commented SGLang "
+        "pair to edit",
+    ),
+    "perf_suites/test_throughput.py": (
+        "perf_suites/test_throughput.py",
+        "output tok/s per level, TTFT and ITL gates, the single-stream figure, the speculative "
+        "speedup",
+    ),
+    "perf_suites/test_prefill.py": (
+        "perf_suites/test_prefill.py",
+        "2,048-token prompts, 64 tokens out: prefill in TTFT and tok/s",
+    ),
+    "perf_suites/test_request_rate.py": (
+        "perf_suites/test_request_rate.py",
+        "open-loop rate levels (`request_rate`): latency from the arrival, and whether the "
+        "server keeps up",
+    ),
+    "perf_suites/test_capacity.py": (
+        "perf_suites/test_capacity.py",
+        "the highest arrival rate that meets the profile's `slo` (`-k capacity`)",
+    ),
+    "baselines/sim-baseline/sim.json": (
+        "baselines/sim-baseline/sim.json",
+        "the simulated baseline's goldens",
+    ),
+    "baselines/sim-eagle3/sim.json": (
+        "baselines/sim-eagle3/sim.json",
+        "the simulated EAGLE-3 server's goldens",
+    ),
+    ".github/workflows/nightly-llm-perf.yml": (
+        "nightly.yml",
+        "a nightly job for a self-hosted GPU runner",
+    ),
 }
+PYTEST_INI_WHAT = (
+    "where the profiles and goldens are (only when the project has no pytest configuration)"
+)
 PYTEST_INI = """\
 [pytest]
 # pytest-llmperf: where the profiles and the goldens are (relative to this file).
@@ -36,7 +67,7 @@ def init(project: Path, *, force: bool = False) -> list[str]:
     """Write the scaffold into ``project``; one line per file written or kept."""
     source = files(__name__)
     lines = []
-    for target, name in FILES.items():
+    for target, (name, _) in FILES.items():
         path = project / target
         if path.exists() and not force:
             lines.append(f"kept     {target} (exists; --force replaces it)")

@@ -1,3 +1,5 @@
+"""``python -m pytest_llmperf.sim``: the simulated server (sim/server.py)."""
+
 import sys
 
 from pytest_llmperf.sim.server import main

@@ -18,19 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf import LAYERS as PACKAGE_LAYERS
+
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_llmperf"
 #: Lowest first: a module may import from its own layer and the layers below, never above.
-#: ``pytest_llmperf/__init__.py`` points here, and docs/explanation/code-layout.md shows it.
-LAYERS = (
-    {"core"},
-    {"errors", "files", "sim"},
-    {"profiles", "profile_fields", "topology", "secrets", "settings"},
-    {"engines"},
-    {"profiles_file", "load", "servers", "golden", "render", "history"},
-    {"selection", "preflight", "plan", "progress", "session"},
-    {"fixtures"},
-    {"plugin", "__main__", "scaffold", "merge"},
-)
+LAYERS = tuple(set(parts) for _, parts in PACKAGE_LAYERS)
 #: Rules the layers alone do not say: renderers take what they need, not the options; the
 #: simulated server is a program of its own and knows nothing of the plugin's engines.
 FORBIDDEN = {("render", "settings"), ("sim", "engines")}
@@ -54,7 +46,7 @@ def part(module: str) -> str:
 
 def layer(name: str) -> int:
     found = [i for i, names in enumerate(LAYERS) if name in names]
-    assert found, f"{name} is in no layer: add it to LAYERS"
+    assert found, f"{name} is in no layer: add it to pytest_llmperf.LAYERS"
     return found[0]
 
 
@@ -277,3 +269,9 @@ def test_no_module_outside_engines_tests_an_engine_by_name():
                         f"{label(path)}:{node.lineno}: a set of engines {ast.unparse(node)}"
                     )
     assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("path", sources(), ids=label)
+def test_every_module_says_what_it_holds(path):
+    """The code map (docs/explanation/code-layout.md) is made of these docstrings."""
+    assert (ast.get_docstring(tree(path)) or "").strip(), f"{label(path)} has no docstring"
