@@ -10,9 +10,9 @@ Fixtures:
 - ``llm_concurrency``: a test that asks for it runs once per concurrency level of each
   profile (ids such as ``sim-eagle3-C70``).
 - ``llmperf`` (function): measure a point and check it
-  (:class:`~pytest_llmperf.fixtures.LLMPerfFixture`).
+  (:class:`~pytest_llmperf.fixtures.llmperf.LLMPerfFixture`).
 - ``llmperf_speedup`` (function): gate a speculative profile's speedup over its base
-  (:class:`~pytest_llmperf.fixtures.LLMPerfSpeedupFixture`).
+  (:class:`~pytest_llmperf.fixtures.speedup.LLMPerfSpeedupFixture`).
 
 Importing this module stays cheap (no scipy, numpy, httpx, aiohttp, psutil or matplotlib):
 pytest imports it in every run of an environment where the plugin is installed.
@@ -30,22 +30,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_llmperf import preflight
 from pytest_llmperf.fixtures import markers
-from pytest_llmperf.profiles import Profile
-from pytest_llmperf.selection import (
-    measurement_params,
-    rate_params,
-    select_profiles,
-    speedup_params,
-)
-from pytest_llmperf.session import SESSION_KEY, LLMPerfSession
 from pytest_llmperf.settings import Settings, add_options
 
 if TYPE_CHECKING:
     from pytest_llmperf.core.points import Point
-    from pytest_llmperf.fixtures import LLMPerfFixture, LLMPerfSpeedupFixture
+    from pytest_llmperf.fixtures.llmperf import LLMPerfFixture
+    from pytest_llmperf.fixtures.speedup import LLMPerfSpeedupFixture
+    from pytest_llmperf.profiles import Profile
     from pytest_llmperf.servers.lifecycle import ServerHandle
+    from pytest_llmperf.session import LLMPerfSession
+
+#: The run's state (session.py) in ``config.stash``.
+SESSION_KEY: pytest.StashKey[LLMPerfSession] = pytest.StashKey()
 
 #: Sorts the speedup tests after every profile's measurements.
 AFTER_ALL_PROFILES = 1 << 30
@@ -56,6 +53,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Imported here, not with the plugin: every pytest run of an environment that has the
+    # plugin installed imports it, and most of them measure nothing.
+    from pytest_llmperf import preflight
+    from pytest_llmperf.selection import select_profiles
+    from pytest_llmperf.session import LLMPerfSession
+
     config.addinivalue_line("markers", markers.DESCRIPTION)
     settings = Settings.from_pytest_config(config)
     profiles, selected = select_profiles(settings)
@@ -145,6 +148,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if not {"llmperf_speedup", "llm_profile"} & set(metafunc.fixturenames):
+        return
+    from pytest_llmperf.selection import measurement_params, rate_params, speedup_params
+
     session = metafunc.config.stash[SESSION_KEY]
     if "llmperf_speedup" in metafunc.fixturenames:
         metafunc.parametrize(
@@ -284,7 +291,7 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
 def llmperf(
     llm_profile: Profile, llm_server: ServerHandle, request: pytest.FixtureRequest
 ) -> Iterator[LLMPerfFixture]:
-    from pytest_llmperf.fixtures import LLMPerfFixture
+    from pytest_llmperf.fixtures.llmperf import LLMPerfFixture
 
     if llm_server.died:
         pytest.skip(f"{llm_profile.name}: the server {llm_server.died}; see {llm_server.log_path}")
@@ -309,7 +316,7 @@ def llmperf(
 @pytest.fixture
 def llmperf_speedup(request: pytest.FixtureRequest) -> Iterator[LLMPerfSpeedupFixture]:
     """Gate a speculative profile's speedup over its base, both measured in this run."""
-    from pytest_llmperf.fixtures import LLMPerfSpeedupFixture
+    from pytest_llmperf.fixtures.speedup import LLMPerfSpeedupFixture
 
     session = request.config.stash[SESSION_KEY]
     spec, base, concurrency = request.param

@@ -20,13 +20,13 @@ import pytest
 
 from pytest_llmperf.errors import ProfileError
 from pytest_llmperf.files import OutsideDirectoryError, check_writable, confined
-from pytest_llmperf.load.dataset import Dataset, DatasetError, load_dataset
-from pytest_llmperf.profiles import Profile
 from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_llmperf.history.recorder import HistoryRecorder
     from pytest_llmperf.history.store import HistoryStore
+    from pytest_llmperf.load.dataset import Dataset
+    from pytest_llmperf.profiles import Profile
 
 
 def refuse_xdist(config: pytest.Config) -> None:
@@ -120,6 +120,8 @@ def unreachable_server(settings: Settings, selected: list[Profile]) -> None:
 def carry_renamed_goldens(settings: Settings) -> list[str]:
     """``--perf-rename OLD=NEW``: move the goldens of a moved test file before anything runs;
     an unusable golden file is a UsageError, and then nothing is moved."""
+    if not settings.renames:
+        return []
     from pytest_llmperf.golden.store import GoldenError, rename
 
     notes = []
@@ -152,6 +154,8 @@ def load_datasets(selected: list[Profile]) -> dict[str, Dataset]:
         path = profile.dataset_path
         if path is None:
             continue
+        from pytest_llmperf.load.dataset import DatasetError, load_dataset
+
         try:
             dataset = load_dataset(path)
         except DatasetError as exc:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_llmperf.errors import ProfileError
-from pytest_llmperf.profiles import Profile, ProfileSet
-from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.settings import Settings
+
+if TYPE_CHECKING:
+    from pytest_llmperf.profiles import Profile, ProfileSet
 
 
 def select_profiles(settings: Settings) -> tuple[ProfileSet | None, list[Profile]]:
@@ -26,6 +27,8 @@ def select_profiles(settings: Settings) -> tuple[ProfileSet | None, list[Profile
     ``pytest.UsageError`` naming the file, the profile or the fix when the selection is wrong."""
     if not settings.profile_names and not settings.profiles_file.exists():
         return None, []
+    from pytest_llmperf.profiles_file import load_profiles
+
     try:
         profiles = load_profiles(settings.profiles_file)
         names = list(settings.profile_names or profiles.default)

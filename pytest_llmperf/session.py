@@ -14,25 +14,25 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_llmperf.core import speculative
-from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
-from pytest_llmperf.core.results import ProfileFacts, Results
-from pytest_llmperf.core.speculative import Analysis
-from pytest_llmperf.golden import store
-from pytest_llmperf.golden.fingerprint import Fingerprint
-from pytest_llmperf.golden.model import GoldenFile
-from pytest_llmperf.golden.store import PendingFile, PendingPoint, golden_path
-from pytest_llmperf.profiles import Profile, ProfileSet
 from pytest_llmperf.settings import Settings
 
 if TYPE_CHECKING:
+    # What the session holds is imported where it is made: a pytest run in a project that
+    # only has the plugin installed makes a session and never needs any of it.
     from pytest_llmperf.core.capacity import CapacityPoint
+    from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
+    from pytest_llmperf.core.results import Results
+    from pytest_llmperf.core.speculative import Analysis
+    from pytest_llmperf.golden.fingerprint import Fingerprint
+    from pytest_llmperf.golden.model import GoldenFile
+    from pytest_llmperf.golden.store import PendingFile, PendingPoint
     from pytest_llmperf.history.recorder import HistoryRecorder
     from pytest_llmperf.history.store import HistoryStore
     from pytest_llmperf.history.timing import StoredTimes
     from pytest_llmperf.load.dataset import Dataset
     from pytest_llmperf.load.workload import Workload
     from pytest_llmperf.plan import PlannedLevel
+    from pytest_llmperf.profiles import Profile, ProfileSet
     from pytest_llmperf.servers.lifecycle import ServerHandle
 
 
@@ -162,12 +162,16 @@ class LLMPerfSession:
         return out
 
     def golden_file(self, profile: str) -> Path:
+        from pytest_llmperf.golden.store import golden_path
+
         return golden_path(
             self.settings.baseline_dir, profile, self.fingerprints[profile].hardware_key
         )
 
     def golden(self, profile: str) -> GoldenFile | None:
         """The profile's golden file, read once per session (GoldenError if unusable)."""
+        from pytest_llmperf.golden import store
+
         path = self.golden_file(profile)
         if path not in self.goldens:
             try:
@@ -178,6 +182,8 @@ class LLMPerfSession:
         return self.goldens[path]
 
     def queue_golden(self, point: PendingPoint, profile: str) -> Path:
+        from pytest_llmperf.golden.store import PendingFile
+
         path = self.golden_file(profile)
         entry = self.pending.setdefault(
             path, PendingFile(path, profile, self.fingerprints[profile].to_json())
@@ -200,6 +206,8 @@ class LLMPerfSession:
     def analyses(self) -> list[Analysis]:
         """Each selected speculative profile against its base, when both were measured in this run,
         with the speculative server's own version, draft steps and CUDA-graph limit."""
+        from pytest_llmperf.core import speculative
+
         out = []
         for profile in self.selected:
             if profile.speculative and profile.base_profile and not profile.remeasure_of:
@@ -223,6 +231,8 @@ class LLMPerfSession:
 
     def results(self, *, whole_suite: bool) -> Results:
         """Everything the renderers show; unused goldens only when the whole suite ran."""
+        from pytest_llmperf.core.results import ProfileFacts, Results
+
         return Results(
             points=list(self.points),
             speedups=list(self.speedups),
@@ -251,8 +261,6 @@ class LLMPerfSession:
         was interrupted), then the output files, then mark the run done in the history.
         Returns the exit-status bits the run adds: a result that could not be written fails an
         otherwise green run."""
-        from pytest_llmperf.render import write
-
         interrupted = exit_status == pytest.ExitCode.INTERRUPTED
         if self.settings.update and interrupted:
             kept = sum(len(f.points) for f in self.pending.values())
@@ -269,6 +277,8 @@ class LLMPerfSession:
             except Exception as exc:  # the results files matter more than the series' summary
                 self.end_notes.append(f"the points' history could not be summarised: {exc!r}")
         if self.points or self.capacities:
+            from pytest_llmperf.render import write
+
             settings = self.settings
             notes, failures = write.outputs(
                 self.results(whole_suite=False),
@@ -302,6 +312,8 @@ class LLMPerfSession:
     def _write_goldens(self) -> bool:
         """All queued goldens, or none when any golden this run touched is unusable; whether
         they were written."""
+        from pytest_llmperf.golden import store
+
         if self.golden_errors:
             self.output_failures.append(
                 f"no golden was written, because a golden file of this run is unusable: "
@@ -325,6 +337,3 @@ def _int_or_none(value: Any) -> int | None:
     if isinstance(value, str) and value.isdigit():
         return int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-SESSION_KEY = pytest.StashKey[LLMPerfSession]()

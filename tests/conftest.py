@@ -7,10 +7,12 @@ engines) is marked ``slow``, so ``pytest tests -m "not slow"`` is the fast subse
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing.connection
 import multiprocessing.queues
 import multiprocessing.synchronize  # noqa: F401
 import os
+import pkgutil
 import sys
 from pathlib import Path
 
@@ -22,10 +24,7 @@ import sqlalchemy.dialects.postgresql
 import sqlalchemy.dialects.sqlite
 import sqlalchemy.pool  # noqa: F401
 
-import pytest_llmperf.history.changepoints
-import pytest_llmperf.history.schema
-import pytest_llmperf.history.series
-import pytest_llmperf.history.store  # noqa: F401
+import pytest_llmperf
 from tests.helpers import start_sim
 
 # Bytecode caches for the processes this session starts (pytest runs, servers): with
@@ -41,7 +40,13 @@ pytest_plugins = ["pytester"]
 # would no longer recognise httpcore's errors, multiprocessing could no longer pickle its own
 # connections, numpy's C extension refuses a second load, and SQLAlchemy would no longer know
 # the history store's own tables ("Column expression expected, got Column"). Importing them
-# here keeps one.
+# here keeps one. The plugin imports its own modules when a hook first needs them, so the same
+# holds for them: a package kept from an earlier run would hand out its first copy of a module
+# (`from pytest_llmperf.golden import check`) while a fresh import made a second, and an
+# isinstance across the two fails. Every module of the plugin is imported here.
+for _module in pkgutil.walk_packages(pytest_llmperf.__path__, "pytest_llmperf."):
+    if not _module.name.endswith("__main__") and ".perf_suites" not in _module.name:
+        importlib.import_module(_module.name)
 
 
 UNIT_TESTS = Path(__file__).resolve().parent / "unit"
