@@ -84,9 +84,13 @@ def merge(legs: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     for index, (path, leg) in enumerate(legs):
         keys = {p: hardware_of(leg, p) for p in _profiles_of(leg)}
         merged["legs"].append(
-            {"file": path.name, "run_id": leg.get("run_id"), "created": leg.get("created"),
-             "hardware": keys}
-        )  # fmt: skip
+            {
+                "file": path.name,
+                "run_id": leg.get("run_id"),
+                "created": leg.get("created"),
+                "hardware": keys,
+            }
+        )
         for profile, key in keys.items():
             shown = profile if len(names[profile]) == 1 else f"{profile}@{key}"
             for part in ("hard", "soft", "comparability_hash"):
@@ -111,17 +115,24 @@ def _profiles_of(leg: dict[str, Any]) -> list[str]:
 def report(merged: dict[str, Any]) -> str:
     """One Markdown report: per hardware, each point's figure, its golden and its verdict."""
     lines = ["# pytest-llmperf: merged nightly", ""]
-    lines.append(f"{len(merged['legs'])} leg(s): " + ", ".join(
-        f"`{leg['file']}` ({', '.join(sorted(set(leg['hardware'].values()))) or 'no points'})"
-        for leg in merged["legs"]
-    ))  # fmt: skip
+    lines.append(
+        f"{len(merged['legs'])} leg(s): "
+        + ", ".join(
+            f"`{leg['file']}` ({', '.join(sorted(set(leg['hardware'].values()))) or 'no points'})"
+            for leg in merged["legs"]
+        )
+    )
     counts: dict[str, int] = {}
     for point in merged["points"]:
         counts[str(point.get("verdict"))] = counts.get(str(point.get("verdict")), 0) + 1
     lines += ["", "Verdicts: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())), ""]
     for hardware in sorted({str(p["hardware"]) for p in merged["points"]}):
-        lines += [f"## {hardware}", "", "| profile | test | metric | mean | golden | Δ % | verdict |",
-                  "|---|---|---|---:|---:|---:|---|"]  # fmt: skip
+        lines += [
+            f"## {hardware}",
+            "",
+            "| profile | test | metric | mean | golden | Δ % | verdict |",
+            "|---|---|---|---:|---:|---:|---|",
+        ]
         for point in merged["points"]:
             if point["hardware"] != hardware:
                 continue
@@ -157,26 +168,43 @@ def history_records(path: Path, leg: dict[str, Any]) -> list[dict[str, Any]]:
         f"{hashlib.sha256(path.read_bytes()).hexdigest()[:6]}"
     )
     records: list[dict[str, Any]] = [
-        {"kind": "run", "run_id": run_id, "started_at": started, "mode": "gate",
-         "host": f"merged from {path.name}", "plugin_version": __version__,
-         "command": f"python -m pytest_llmperf merge … {path.name}"},
-    ]  # fmt: skip
+        {
+            "kind": "run",
+            "run_id": run_id,
+            "started_at": started,
+            "mode": "gate",
+            "host": f"merged from {path.name}",
+            "plugin_version": __version__,
+            "command": f"python -m pytest_llmperf merge … {path.name}",
+        },
+    ]
     fingerprints = leg.get("fingerprint") or {}
     for profile in _profiles_of(leg):
         hard = (fingerprints.get("hard") or {}).get(profile) or {}
         soft = (fingerprints.get("soft") or {}).get(profile) or {}
         records.append(
-            {"kind": "profile", "run_id": run_id, "profile": profile,
-             "engine": hard.get("engine"), "engine_version": soft.get("server_version"),
-             "hardware_key": hardware_of(leg, profile),
-             "fingerprint": {"hard": hard, "soft": soft}, "load_s": None}
-        )  # fmt: skip
+            {
+                "kind": "profile",
+                "run_id": run_id,
+                "profile": profile,
+                "engine": hard.get("engine"),
+                "engine_version": soft.get("server_version"),
+                "hardware_key": hardware_of(leg, profile),
+                "fingerprint": {"hard": hard, "soft": soft},
+                "load_s": None,
+            }
+        )
     for point in leg["points"]:
         records.append(_point_record(run_id, started, point))
     records.append(
-        {"kind": "finished", "run_id": run_id, "ended_at": started, "complete": True,
-         "exit_status": None}
-    )  # fmt: skip
+        {
+            "kind": "finished",
+            "run_id": run_id,
+            "ended_at": started,
+            "complete": True,
+            "exit_status": None,
+        }
+    )
     return records
 
 
@@ -190,16 +218,25 @@ def _point_record(run_id: str, at: float, point: dict[str, Any]) -> dict[str, An
     if not samples:
         samples = [{metric: v} for v in point.get("values") or []]
     return {
-        "kind": "point", "run_id": run_id, "profile": point["profile"],
+        "kind": "point",
+        "run_id": run_id,
+        "profile": point["profile"],
         "key": point.get("key") or point["test"],
-        "test": point["test"], "concurrency": point.get("concurrency") or 0, "metric": metric,
-        "lower_is_better": lower_is_better(metric), "measured_at": at,
-        "verdict": point.get("verdict"), "ratio": point.get("ratio"),
-        "p_value": point.get("p_value"), "golden": point.get("golden"),
-        "message": point.get("message"), "problems": point.get("problems"),
-        "counters": point.get("server_counters"), "wall_s": point.get("wall_s"),
+        "test": point["test"],
+        "concurrency": point.get("concurrency") or 0,
+        "metric": metric,
+        "lower_is_better": lower_is_better(metric),
+        "measured_at": at,
+        "verdict": point.get("verdict"),
+        "ratio": point.get("ratio"),
+        "p_value": point.get("p_value"),
+        "golden": point.get("golden"),
+        "message": point.get("message"),
+        "problems": point.get("problems"),
+        "counters": point.get("server_counters"),
+        "wall_s": point.get("wall_s"),
         "samples": samples,
-    }  # fmt: skip
+    }
 
 
 def _run_figure(run: dict[str, Any], name: str) -> float | None:

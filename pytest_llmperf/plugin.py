@@ -168,9 +168,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "llm_request_rate" in metafunc.fixturenames:
         values, ids = rate_params(session.selected)
         metafunc.parametrize(
-            ("llm_profile", "llm_request_rate"), values, indirect=["llm_profile"],
-            scope="session", ids=ids,
-        )  # fmt: skip
+            ("llm_profile", "llm_request_rate"),
+            values,
+            indirect=["llm_profile"],
+            scope="session",
+            ids=ids,
+        )
         return
     with_levels = "llm_concurrency" in metafunc.fixturenames
     levels = markers.MarkerOptions.from_item(metafunc.definition).concurrency

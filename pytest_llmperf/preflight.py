@@ -107,9 +107,11 @@ def unreachable_server(settings: Settings, selected: list[Profile]) -> None:
     resolved = resolve(profile)
     headers = {"Authorization": f"Bearer {resolved.api_key}"} if resolved.api_key else {}
     problem = readiness.poll(
-        settings.server_url.rstrip("/") + profile.readiness_path, timeout_s=0.0, headers=headers,
+        settings.server_url.rstrip("/") + profile.readiness_path,
+        timeout_s=0.0,
+        headers=headers,
         request_timeout_s=10.0,
-    )  # fmt: skip
+    )
     if problem is not None:
         raise pytest.UsageError(
             f"--llm-server-url {settings.server_url} {problem} (profile {profile.name!r}). Start "

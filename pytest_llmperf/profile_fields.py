@@ -75,9 +75,19 @@ def setting(
     if convert is None:
         convert = _inferred_conversion(default)
     entry = Setting(
-        default, help, group, check, allowed, convert, to_toml, essential, merge, appends_to,
-        inherited, key,
-    )  # fmt: skip
+        default,
+        help,
+        group,
+        check,
+        allowed,
+        convert,
+        to_toml,
+        essential,
+        merge,
+        appends_to,
+        inherited,
+        key,
+    )
     metadata = {"setting": entry}
     if isinstance(default, (dict, list)):
         made = dataclasses.field(default_factory=lambda: convert(default), metadata=metadata)

@@ -162,9 +162,16 @@ def decide(
 
     def verdict(outcome: Outcome, inconclusive: bool = False) -> Verdict:
         return Verdict(
-            outcome, ratio, p_drop, p_gain, lcb, len(new), len(golden), inconclusive,
+            outcome,
+            ratio,
+            p_drop,
+            p_gain,
+            lcb,
+            len(new),
+            len(golden),
+            inconclusive,
             lower_is_better,
-        )  # fmt: skip
+        )
 
     if good <= floor and p_drop < alpha:
         return verdict(Outcome.FAIL)

@@ -29,8 +29,10 @@ COMMAND_PLACEHOLDERS = ("host", "port", "model", "python", "run_dir")
 class CommandEngine(Engine):
     name: ClassVar[str] = "command"
     speculative_flags: ClassVar[tuple[str, ...]] = (
-        "--speculative-algorithm", "-md", "--model-draft",
-    )  # fmt: skip
+        "--speculative-algorithm",
+        "-md",
+        "--model-draft",
+    )
 
     def check_profile(self, where: str, profile: Profile) -> None:
         if profile.url is not None:
@@ -58,8 +60,11 @@ class CommandEngine(Engine):
     def command(self, profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
         assert profile.command is not None
         values = {
-            "host": host, "port": str(port), "python": profile.interpreter, "run_dir": str(run_dir),
-        }  # fmt: skip
+            "host": host,
+            "port": str(port),
+            "python": profile.interpreter,
+            "run_dir": str(run_dir),
+        }
         values["model"] = string.Formatter().vformat(profile.model, (), values)
         return [
             os.path.expanduser(string.Formatter().vformat(arg, (), values))

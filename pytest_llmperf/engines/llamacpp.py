@@ -31,9 +31,15 @@ class LlamaCppEngine(Engine):
 
     def command(self, profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
         return [
-            executable(profile), "-m", model_path(profile), "--host", host, "--port", str(port),
+            executable(profile),
+            "-m",
+            model_path(profile),
+            "--host",
+            host,
+            "--port",
+            str(port),
             *profile.args,
-        ]  # fmt: skip
+        ]
 
     def binary(self, command: Sequence[str]) -> str | None:
         return executable_digest(command)

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 class RemoteEngine(Engine):
     name: ClassVar[str] = "remote"
     speculative_flags: ClassVar[tuple[str, ...]] = (
-        "--speculative-algorithm", "-md", "--model-draft",
-    )  # fmt: skip
+        "--speculative-algorithm",
+        "-md",
+        "--model-draft",
+    )
     leaves_shm: ClassVar[bool] = False
 
     def check_profile(self, where: str, profile: Profile) -> None:

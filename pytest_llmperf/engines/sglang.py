@@ -49,10 +49,17 @@ class SGLangEngine(Engine):
 
     def command(self, profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
         return [
-            profile.interpreter, "-m", self.module,
-            "--model-path", profile.model_argument, "--host", host, "--port", str(port),
+            profile.interpreter,
+            "-m",
+            self.module,
+            "--model-path",
+            profile.model_argument,
+            "--host",
+            host,
+            "--port",
+            str(port),
             *profile.args,
-        ]  # fmt: skip
+        ]
 
     def loading_stage(self, log_path: Path | None) -> str | None:
         from pytest_llmperf.engines.sglang_log import read_stage

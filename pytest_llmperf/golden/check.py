@@ -134,7 +134,14 @@ def pending(
             )
     why = accept_worse or ("--perf-update --perf-pool" if pool else "--perf-update")
     return PendingPoint(
-        point.key, point.test, point.concurrency, point.metric, point.pending_runs(), why, pool,
-        point.workload, sustainable=getattr(point, "sustainable", True),
+        point.key,
+        point.test,
+        point.concurrency,
+        point.metric,
+        point.pending_runs(),
+        why,
+        pool,
+        point.workload,
+        sustainable=getattr(point, "sustainable", True),
         extra=point.extra_golden_fields(),
-    )  # fmt: skip
+    )

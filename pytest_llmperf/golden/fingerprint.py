@@ -131,15 +131,21 @@ def all_server_args(hard: Mapping[str, Any], soft: Mapping[str, Any]) -> dict[st
     """The resolved server fields of a fingerprint, wherever they are stored (a golden recorded
     before the hard/soft split holds all of them under ``hard``)."""
     hard_args, soft_args = hard.get("server_args"), soft.get("server_args")
-    return canonical({**(soft_args if isinstance(soft_args, dict) else {}),
-                      **(hard_args if isinstance(hard_args, dict) else {})})  # fmt: skip
+    return canonical(
+        {
+            **(soft_args if isinstance(soft_args, dict) else {}),
+            **(hard_args if isinstance(hard_args, dict) else {}),
+        }
+    )
 
 
 def hard_changes(golden: Mapping[str, Any], current: Fingerprint) -> list[str]:
     """What makes a golden INCOMPARABLE: a differing hardware, engine or model, or a differing
     value of a server field that decides speed and that both sides have."""
-    top = diff({k: v for k, v in golden.items() if k != "server_args"},
-               {k: v for k, v in current.hard.items() if k != "server_args"})  # fmt: skip
+    top = diff(
+        {k: v for k, v in golden.items() if k != "server_args"},
+        {k: v for k, v in current.hard.items() if k != "server_args"},
+    )
     old, new = golden.get("server_args"), current.hard.get("server_args")
     if not current.profile_keys or not isinstance(old, dict) or not isinstance(new, dict):
         return top + [f"server_args.{line}" for line in diff(_dict(old), _dict(new))]

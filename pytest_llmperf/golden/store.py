@@ -186,9 +186,12 @@ def _recorded(point: PendingPoint, old: GoldenPoint | None, now: str) -> GoldenP
         runs = (*old.runs, *runs)[-MAX_POOLED_RUNS:]
     summary = Summary(tuple(r.value for r in runs)).to_json()
     entry = HistoryEntry(
-        now, point.why, summary["mean"], int(summary["n"]),
+        now,
+        point.why,
+        summary["mean"],
+        int(summary["n"]),
         tuple(sorted({r.launch_id for r in runs if r.launch_id is not None})),
-    )  # fmt: skip
+    )
     return GoldenPoint(
         key=point.key,
         test=NodeId(point.test).without_params,
@@ -257,7 +260,7 @@ def rename(baseline_dir: Path, old: str, new: str) -> list[str]:
                     key=moved[key],
                     test=_moved(point.test, old, new),
                     workload=_moved_workload(point.workload, old, new),
-                )  # fmt: skip
+                )
                 for key, point in golden.points.items()
             }
             write_json_atomic(path, replace(golden, points=points).to_json())

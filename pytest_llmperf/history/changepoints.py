@@ -84,9 +84,13 @@ class ChangePoint:
         from pytest_llmperf.core.student import pooled_from
 
         test = pooled_from(
-            self.mean_after, self.sd_after, self.n_after,
-            self.mean_before, self.sd_before, self.n_before,
-        )  # fmt: skip
+            self.mean_after,
+            self.sd_after,
+            self.n_after,
+            self.mean_before,
+            self.sd_before,
+            self.n_before,
+        )
         return test.interval(confidence)
 
 

@@ -51,9 +51,13 @@ def _series_data(
     for cp in series.change_points():
         report = series.report(cp)
         cps.append(
-            [run_index[report["first_bad_run"]], round(report["change"], 5),
-             [round(v, 5) for v in report["interval"]], report["worse"]]
-        )  # fmt: skip
+            [
+                run_index[report["first_bad_run"]],
+                round(report["change"], 5),
+                [round(v, 5) for v in report["interval"]],
+                report["worse"],
+            ]
+        )
     # A recording (a --perf-update run, not a night) is shown at the first night after it.
     recorded = []
     for run_id, keys, why in events.get(series.profile, []):
@@ -67,10 +71,18 @@ def _series_data(
         "metric": series.metric,
         "unit": unit_of(series.metric),
         "lower": series.lower_is_better,
-        "x": xs, "y": ys, "lo": lo, "hi": hi, "v": verdicts, "g": gold,
-        "fail": margins[0], "warn": margins[1],
-        "cps": cps, "marks": marks, "rec": recorded,
-    }  # fmt: skip
+        "x": xs,
+        "y": ys,
+        "lo": lo,
+        "hi": hi,
+        "v": verdicts,
+        "g": gold,
+        "fail": margins[0],
+        "warn": margins[1],
+        "cps": cps,
+        "marks": marks,
+        "rec": recorded,
+    }
 
 
 def data(store: HistoryStore) -> dict[str, Any]:
@@ -83,8 +95,9 @@ def data(store: HistoryStore) -> dict[str, Any]:
         golden = row.get("golden") or {}
         if isinstance(golden, dict) and golden.get("fail_margin") is not None:
             margins[(row["profile"], row["key"])] = (
-                golden.get("fail_margin"), golden.get("warn_margin"),
-            )  # fmt: skip
+                golden.get("fail_margin"),
+                golden.get("warn_margin"),
+            )
     all_series = build(rows)
     run_index = {r["run_id"]: i for i, r in enumerate(runs)}
     events: dict[str, list] = {}

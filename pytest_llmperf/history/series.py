@@ -188,9 +188,13 @@ class Series:
         if onset is None:
             return None
         report = self._report(
-            start + onset.index, onset.shift, onset.interval(), onset.p_value, onset.index,
+            start + onset.index,
+            onset.shift,
+            onset.interval(),
+            onset.p_value,
+            onset.index,
             onset.nights,
-        )  # fmt: skip
+        )
         sign = -1.0 if self.lower_is_better else 1.0
         return {**report, "kind": "drift", "per_night": math.exp(sign * onset.slope) - 1}
 
@@ -252,7 +256,7 @@ def build(rows: Iterable[dict[str, Any]]) -> list[Series]:
                     group[-1]["metric"],
                     bool(group[-1]["lower_is_better"]),
                     tuple(nights),
-                )  # fmt: skip
+                )
             )
     return out
 

@@ -291,7 +291,7 @@ class HistoryStore:
                 rp.c.engine_version,
                 rp.c.hardware_key,
                 rp.c.fingerprint,
-            )  # fmt: skip
+            )
             .join(r, r.c.run_id == p.c.run_id)
             .outerjoin(rp, and_(rp.c.run_id == p.c.run_id, rp.c.profile == p.c.profile))
             .order_by(r.c.started_at, p.c.id)

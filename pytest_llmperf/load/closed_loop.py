@@ -262,10 +262,17 @@ class ClosedLevel:
             prebuild = WINDOW_PREBUILD_PER_SLOT * plan.concurrency
         source = request_source(client, self.workload, plan.first_run + k - 1, prebuild=prebuild)
         return await closed_loop(
-            sender, self.workload.api, source, plan.concurrency, plan.request_limit,
-            self.timeout_s, self.claim, abort, self.progress(k) if self.progress else None,
+            sender,
+            self.workload.api,
+            source,
+            plan.concurrency,
+            plan.request_limit,
+            self.timeout_s,
+            self.claim,
+            abort,
+            self.progress(k) if self.progress else None,
             window,
-        )  # fmt: skip
+        )
 
     def finished(self, runs: list[RunRecords], abort: Abort) -> bool:
         return False  # after a stall, the runs are empty: every worker still meets each barrier

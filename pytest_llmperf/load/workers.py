@@ -136,7 +136,7 @@ def _measure_here(
             headers=headers,
             before_run=before_run,
             abort=abort,
-        )  # fmt: skip
+        )
     )
 
 

@@ -173,11 +173,21 @@ def latency(
             for q, style in (("p50", "o-"), ("p99", "s--")):
                 ys = [p.run_average(_percentile(metric, q)) * 1e3 for p in pts]
                 ax.plot(xs, ys, style, color=color, ms=4, lw=1.4, label=f"{profile} {q}")
-                gold = [(c, goldens[(profile, metric, q, c)] * 1e3) for c in xs
-                        if (profile, metric, q, c) in goldens]  # fmt: skip
+                gold = [
+                    (c, goldens[(profile, metric, q, c)] * 1e3)
+                    for c in xs
+                    if (profile, metric, q, c) in goldens
+                ]
                 if gold:
-                    ax.plot(*zip(*gold), "D", mfc="none", mec=color, ms=8, mew=1.2,
-                            label=f"{profile} {q} golden")  # fmt: skip
+                    ax.plot(
+                        *zip(*gold),
+                        "D",
+                        mfc="none",
+                        mec=color,
+                        ms=8,
+                        mew=1.2,
+                        label=f"{profile} {q} golden",
+                    )
         _levels_axis(ax, levels)
         _milliseconds_axis(ax)
         ax.set_ylabel(f"{title} (ms, log scale)")
@@ -206,12 +216,26 @@ def latency_by_rate(
             q = "p50" if k_figure == 0 else tail
             ys = [p.run_average(_percentile(metric, q)) * 1e3 for p in pts]
             top = max([top, *ys])
-            ax.plot([p.rate for p in pts], ys, style, color=color, ms=4, lw=1.3,
-                    label=f"{profile} {name} {q}")  # fmt: skip
+            ax.plot(
+                [p.rate for p in pts],
+                ys,
+                style,
+                color=color,
+                ms=4,
+                lw=1.3,
+                label=f"{profile} {name} {q}",
+            )
         stuck = [p.rate for p in pts if not p.sustainable]
         if stuck:
-            ax.plot(stuck, [top] * len(stuck), "x", color=color, ms=10, mew=2,
-                    label=f"{profile}: not sustainable")  # fmt: skip
+            ax.plot(
+                stuck,
+                [top] * len(stuck),
+                "x",
+                color=color,
+                ms=10,
+                mew=2,
+                label=f"{profile}: not sustainable",
+            )
     limits: dict[str, float] = {}
     for cap in capacities:
         limits.update(cap.capacity.slo)
@@ -219,17 +243,27 @@ def latency_by_rate(
         c = cap.capacity
         if c.max_rate is None:
             continue
-        ax.axvline(c.max_rate, color=color, lw=1.6, alpha=0.9,
-                   label=f"{cap.profile} capacity {c.max_rate:,.1f} /s (p{c.percentile:g})")  # fmt: skip
+        ax.axvline(
+            c.max_rate,
+            color=color,
+            lw=1.6,
+            alpha=0.9,
+            label=f"{cap.profile} capacity {c.max_rate:,.1f} /s (p{c.percentile:g})",
+        )
         if c.low is not None and c.high is not None:
             ax.axvspan(c.low, c.high, color=color, alpha=0.12, lw=0)
     for name, limit in limits.items():
         if name in ("ttft_s", "e2e_s"):
             ax.axhline(limit * 1e3, color="#555555", lw=1, ls="-.")
             shown = "TTFT" if name == "ttft_s" else "e2e"
-            ax.annotate(f"SLO: {shown} {tail} ≤ {limit * 1e3:g} ms", (0.01, limit * 1e3),
-                        xycoords=("axes fraction", "data"), fontsize=8, color="#555555",
-                        va="bottom")  # fmt: skip
+            ax.annotate(
+                f"SLO: {shown} {tail} ≤ {limit * 1e3:g} ms",
+                (0.01, limit * 1e3),
+                xycoords=("axes fraction", "data"),
+                fontsize=8,
+                color="#555555",
+                va="bottom",
+            )
     ax.set_xscale("log")
     if rates:
         ax.set_xticks(sorted(set(rates)))

@@ -53,10 +53,23 @@ def router_command(
     spec = profile.router
     assert spec is not None
     return [
-        router_python(profile), "-m", ROUTER_MODULE, "--host", host, "--port", str(port),
-        "--worker-urls", *workers, "--policy", spec.policy,
-        "--prometheus-host", host, "--prometheus-port", str(metrics_port), *spec.args,
-    ]  # fmt: skip
+        router_python(profile),
+        "-m",
+        ROUTER_MODULE,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--worker-urls",
+        *workers,
+        "--policy",
+        spec.policy,
+        "--prometheus-host",
+        host,
+        "--prometheus-port",
+        str(metrics_port),
+        *spec.args,
+    ]
 
 
 def start(
@@ -107,10 +120,14 @@ def attach(profile: Profile, url: str, source: str) -> ServerHandle:
             f"{type(exc).__name__}: {exc}); remove the profile's router table if it is one server."
         ) from None
     handle.workers = [
-        ServerHandle(worker_profile(profile, i), u.rstrip("/"), api_key=handle.api_key,
-                     redactor=handle.redactor)
+        ServerHandle(
+            worker_profile(profile, i),
+            u.rstrip("/"),
+            api_key=handle.api_key,
+            redactor=handle.redactor,
+        )
         for i, u in enumerate(urls)
-    ]  # fmt: skip
+    ]
     describe(handle, None)
     return handle
 
@@ -133,15 +150,21 @@ def wait_until_routed(handle: ServerHandle, expected: int, poll_s: float = 0.25)
         code = handle.exit_code()
         if code is not None:
             raise handle.failure(
-                ServerStartError, f"(router) exited with code {code} while starting",
+                ServerStartError,
+                f"(router) exited with code {code} while starting",
                 with_command=True,
-            )  # fmt: skip
+            )
         handle.ensure_alive("while the router started")
 
     seen = readiness.poll(
-        url, timeout_s=profile.ready_timeout_s, headers=handle.headers, poll_s=poll_s,
-        ready=counts_them, between=alive, request_timeout_s=10.0,
-    )  # fmt: skip
+        url,
+        timeout_s=profile.ready_timeout_s,
+        headers=handle.headers,
+        poll_s=poll_s,
+        ready=counts_them,
+        between=alive,
+        request_timeout_s=10.0,
+    )
     if seen is not None:
         raise handle.failure(
             ServerStartError,
@@ -172,10 +195,15 @@ def router_version(profile: Profile) -> str | None:
     """The installed ``sglang-router``'s version in the router's interpreter (package metadata)."""
     try:
         found = subprocess.run(
-            [router_python(profile), "-c",
-             "import importlib.metadata as m; print(m.version('sglang-router'))"],
-            capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
+            [
+                router_python(profile),
+                "-c",
+                "import importlib.metadata as m; print(m.version('sglang-router'))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return found.stdout.strip() or None if found.returncode == 0 else None

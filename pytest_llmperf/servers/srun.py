@@ -40,16 +40,27 @@ def step_name(profile: Profile, launch_id: str) -> str:
     return f"llmperf-{profile.name}-{launch_id}"
 
 
-def wrap(command: list[str], profile: Profile, run_dir: Path, name: str, launch_id: str,
-         dist_port: int) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+def wrap(
+    command: list[str], profile: Profile, run_dir: Path, name: str, launch_id: str, dist_port: int
+) -> tuple[list[str], dict[str, str]]:
     """The srun command line that runs ``command`` once per node, and what its environment adds."""
     rank0 = run_dir / f"{name}.rank0"
     nodes = profile.nodes
     srun = [
-        "srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
-        "--kill-on-bad-exit=1", "--label", f"--job-name={step_name(profile, launch_id)}",
-        *profile.srun_args, "bash", "-c", RANK_SCRIPT, "llmperf-rank", *command,
-    ]  # fmt: skip
+        "srun",
+        f"--nodes={nodes}",
+        f"--ntasks={nodes}",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        "--label",
+        f"--job-name={step_name(profile, launch_id)}",
+        *profile.srun_args,
+        "bash",
+        "-c",
+        RANK_SCRIPT,
+        "llmperf-rank",
+        *command,
+    ]
     env = {"LLMPERF_RANK0": str(rank0.resolve()), "LLMPERF_DIST_PORT": str(dist_port)}
     return srun, env
 
@@ -83,26 +94,30 @@ def cancel(step: str | None, job_requested: bool, name: str, timeout_s: float) -
 
 
 def _job_of(name: str) -> str | None:
-    done = subprocess.run(["squeue", "-h", "-s", "-o", "%i %j"], capture_output=True, text=True,
-                          timeout=30)  # fmt: skip
+    done = subprocess.run(
+        ["squeue", "-h", "-s", "-o", "%i %j"], capture_output=True, text=True, timeout=30
+    )
     for line in done.stdout.splitlines():
         step, _, step_job_name = line.partition(" ")
         if step_job_name.strip() == name:
             return step.split(".")[0]
-    done = subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], capture_output=True,
-                          text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        ["squeue", "-h", "-n", name, "-o", "%i"], capture_output=True, text=True, timeout=30
+    )
     return done.stdout.split()[0] if done.stdout.split() else None
 
 
 def _listed(job: str, step: str | None) -> bool:
     """Whether Slurm still lists the job (or, with ``step``, that step of it)."""
-    done = subprocess.run(["squeue", "-h", "-s", "-j", job, "-o", "%i"], capture_output=True,
-                          text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        ["squeue", "-h", "-s", "-j", job, "-o", "%i"], capture_output=True, text=True, timeout=30
+    )
     steps = done.stdout.split()
     if step is not None:
         return step in steps
-    jobs = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i"], capture_output=True,
-                          text=True, timeout=30)  # fmt: skip
+    jobs = subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%i"], capture_output=True, text=True, timeout=30
+    )
     return bool(steps or jobs.stdout.split())
 
 

@@ -23,36 +23,66 @@ SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 #: The simulation's own options: flag → (argparse keywords). Fault knobs are hidden from the
 #: fingerprint, as a real regression would be (see SimServer.server_args).
 SIM_OPTIONS: dict[str, dict[str, Any]] = {
-    "--sim-speed": {"type": float, "default": DEFAULT_SPEED,
-                    "help": "speed factor: simulated tok/s = seed figures x this. Default: %(default)s"},
-    "--sim-accept-length": {"type": float, "default": DEFAULT_ACCEPT_LENGTH,
-                            "help": "mean tokens per speculative step. Default: %(default)s"},
-    "--sim-load-time": {"type": float, "default": 0.5,
-                        "help": "seconds spent 'loading'. Default: %(default)s"},
-    "--sim-throughput-multiplier": {"type": float, "default": 1.0,
-                                    "help": "fault knob: 0.7 makes every step 1/0.7 as long (a 30%% collapse)"},
+    "--sim-speed": {
+        "type": float,
+        "default": DEFAULT_SPEED,
+        "help": "speed factor: simulated tok/s = seed figures x this. Default: %(default)s",
+    },
+    "--sim-accept-length": {
+        "type": float,
+        "default": DEFAULT_ACCEPT_LENGTH,
+        "help": "mean tokens per speculative step. Default: %(default)s",
+    },
+    "--sim-load-time": {
+        "type": float,
+        "default": 0.5,
+        "help": "seconds spent 'loading'. Default: %(default)s",
+    },
+    "--sim-throughput-multiplier": {
+        "type": float,
+        "default": 1.0,
+        "help": "fault knob: 0.7 makes every step 1/0.7 as long (a 30%% collapse)",
+    },
     "--sim-fail-every": {"type": int, "default": 0, "help": "fault knob: every Nth request fails"},
-    "--sim-crash-after-requests": {"type": int, "default": 0,
-                                   "help": "fault knob: exit after N finished requests"},
-    "--sim-crash-while-loading": {"action": "store_true",
-                                  "help": "fault knob: exit half-way through loading"},
-    "--sim-stall-after-tokens": {"type": int, "default": 0,
-                                 "help": "fault knob: streams hang after N tokens"},
-    "--sim-report-version": {"default": None,
-                             "help": "the version /server_info reports (a stand-in for a given SGLang release)"},
+    "--sim-crash-after-requests": {
+        "type": int,
+        "default": 0,
+        "help": "fault knob: exit after N finished requests",
+    },
+    "--sim-crash-while-loading": {
+        "action": "store_true",
+        "help": "fault knob: exit half-way through loading",
+    },
+    "--sim-stall-after-tokens": {
+        "type": int,
+        "default": 0,
+        "help": "fault knob: streams hang after N tokens",
+    },
+    "--sim-report-version": {
+        "default": None,
+        "help": "the version /server_info reports (a stand-in for a given SGLang release)",
+    },
     "--sim-release": {
-        "default": None, "metavar": "FILE",
+        "default": None,
+        "metavar": "FILE",
         "help": "impersonate one SGLang release, described by FILE (its option table and ServerArgs "
         "fields, as scripts/sglang_parser.py describe reads them from the release itself): refuse "
         "what its parser refuses, report its version and exactly its /server_info fields",
     },
-    "--sim-children": {"type": int, "default": 0,
-                       "help": "start N child processes, as SGLang starts its scheduler and detokenizer"},
-    "--sim-ignore-sigterm": {"action": "store_true",
-                             "help": "fault knob: the server and its children ignore SIGTERM (only SIGKILL stops it)"},
-    "--sim-progress-cr": {"action": "store_true",
-                          "help": "draw progress bars with carriage returns, as SGLang 0.5.23 does"},
-}  # fmt: skip
+    "--sim-children": {
+        "type": int,
+        "default": 0,
+        "help": "start N child processes, as SGLang starts its scheduler and detokenizer",
+    },
+    "--sim-ignore-sigterm": {
+        "action": "store_true",
+        "help": "fault knob: the server and its children ignore SIGTERM (only SIGKILL stops it)",
+    },
+    "--sim-progress-cr": {
+        "action": "store_true",
+        "help": "draw progress bars with carriage returns, as SGLang 0.5.23 does",
+    },
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

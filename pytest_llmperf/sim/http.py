@@ -62,6 +62,9 @@ def as_uvicorn_says_it(record: logging.LogRecord) -> bool:
     error = record.exc_info[1] if record.exc_info else None
     if error is not None and type(error).__name__ == "BadHttpMessage":
         record.msg, record.args, record.exc_info, record.exc_text = (
-            "WARNING:  Invalid HTTP request received.", (), None, None,
-        )  # fmt: skip
+            "WARNING:  Invalid HTTP request received.",
+            (),
+            None,
+            None,
+        )
     return True

@@ -17,9 +17,12 @@ if TYPE_CHECKING:
     from pytest_llmperf.sim.server import SimServer
 
 _NO_SPEC = {
-    "spec_verify_ct": 0, "spec_accept_length": 0.0, "spec_accept_rate": 0.0,
-    "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 0,
-}  # fmt: skip
+    "spec_verify_ct": 0,
+    "spec_accept_length": 0.0,
+    "spec_accept_rate": 0.0,
+    "spec_num_correct_drafts": 0,
+    "spec_num_proposed_drafts": 0,
+}
 
 
 def parse(body: dict[str, Any], chat: bool) -> tuple[str | list[int], int] | web.Response:
@@ -110,8 +113,13 @@ class Completion:
             if chat:
                 choice = {"index": 0, "delta": {"content": delta}, "finish_reason": None}
             else:
-                choice = {"index": 0, "text": delta, "logprobs": None,
-                          "finish_reason": self.finish(n), "matched_stop": None}  # fmt: skip
+                choice = {
+                    "index": 0,
+                    "text": delta,
+                    "logprobs": None,
+                    "finish_reason": self.finish(n),
+                    "matched_stop": None,
+                }
             yield self.chunk([choice], self.usage(n) if self.continuous else None)
         if chat:
             last = {"index": 0, "delta": {}, "finish_reason": self.finish(sent)}
@@ -134,7 +142,12 @@ class Completion:
             "spec_tokens_details": {k: details[k] for k in _NO_SPEC},
         }
         return event(
-            {"id": self.id, "created": self.created,
-             "object": "chat.completion.chunk" if self.chat else "text_completion",
-             "choices": [], "model": self.server.served_model_name, "sglext": sglext}
-        )  # fmt: skip
+            {
+                "id": self.id,
+                "created": self.created,
+                "object": "chat.completion.chunk" if self.chat else "text_completion",
+                "choices": [],
+                "model": self.server.served_model_name,
+                "sglext": sglext,
+            }
+        )

@@ -72,8 +72,12 @@ async def lead(nnodes: int, addr: str) -> tuple[Rendezvous, asyncio.Server]:
     try:
         await asyncio.wait_for(rendezvous.all_joined.wait(), RENDEZVOUS_S)
     except asyncio.TimeoutError:
-        log.error("only %d of %d ranks joined within %g s", len(rendezvous.ranks), nnodes - 1,
-                  RENDEZVOUS_S)  # fmt: skip
+        log.error(
+            "only %d of %d ranks joined within %g s",
+            len(rendezvous.ranks),
+            nnodes - 1,
+            RENDEZVOUS_S,
+        )
         raise SystemExit(1) from None
     log.info("Init torch distributed ends: %d nodes", nnodes)
     return rendezvous, server
@@ -94,8 +98,12 @@ async def follow(rank: int, addr: str) -> int:
             await asyncio.sleep(0.2)
     writer.write(f"{rank}\n".encode())
     await writer.drain()
-    log.info("rank %d joined rank 0 at %s. Non-zero-rank nodes do not run tokenizer processes; "
-             "blocked until the schedulers exit.", rank, addr)  # fmt: skip
+    log.info(
+        "rank %d joined rank 0 at %s. Non-zero-rank nodes do not run tokenizer processes; "
+        "blocked until the schedulers exit.",
+        rank,
+        addr,
+    )
     await reader.read()
     log.info("rank %d: rank 0 is gone; the schedulers exit.", rank)
     sys.stderr.flush()

@@ -184,8 +184,14 @@ class SimServer:
             "spec_verify_ct": req.verify_ct,
         }
         if not self.reports_at_least(0, 5, 9):
-            return {**verified, **({"spec_accept_token_num": req.accepted_drafts, "spec_draft_token_num": drafts}
-                                   if req.verify_ct else {})}  # fmt: skip
+            return {
+                **verified,
+                **(
+                    {"spec_accept_token_num": req.accepted_drafts, "spec_draft_token_num": drafts}
+                    if req.verify_ct
+                    else {}
+                ),
+            }
         if not req.verify_ct:
             return {}
         counts = {
