@@ -6,7 +6,9 @@ profile field table, the results-JSON field tables, what ``init`` writes) and th
 They are written into the pages between ``<!-- generated: NAME -->`` and ``<!-- end of
 generated: NAME -->``, so a page reads whole where it is read as a file (a code host shows the
 tables, not placeholders): ``python scripts/mkdocs_hooks.py`` rewrites every stale block, and
-tests/unit/test_docs.py fails while one is stale. The site renders the blocks afresh, shows the
+tests/unit/test_docs.py fails while one is stale. The profile fields' table alone is built only
+on the site (``<!-- built: NAME -->``): adding a field is one entry in the code, and the file
+sends its reader to that table. The site renders the blocks afresh, shows the
 package's version, and takes the changelog from the repository's CHANGELOG.md.
 """
 
@@ -24,6 +26,8 @@ from pytest_llmperf.render import results_json
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 PACKAGE = ROOT / "pytest_llmperf"
 BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n).*?(<!-- end of generated: \2 -->)", re.S)
+#: A part only the site shows (the page says where a reader of the file finds it instead).
+BUILT = re.compile(r"<!-- built: (\w+) -->\n.*?<!-- end of built: \1 -->", re.S)
 
 
 def on_config(config: Any) -> Any:
@@ -32,7 +36,7 @@ def on_config(config: Any) -> Any:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    markdown = fill(markdown)
+    markdown = BUILT.sub(lambda m: BUILT_PARTS[m.group(1)](), fill(markdown))
     for marker, render in PLACEHOLDERS.items():
         markdown = markdown.replace(marker, render())
     return markdown
@@ -136,15 +140,16 @@ def changelog() -> str:
 #: What the pages hold between their generated markers.
 BLOCKS = {
     "options_table": options_table,
-    "profile_fields_table": profile_fields_table,
     "results_top_fields": lambda: _fields(results_json.TOP_FIELDS),
     "results_point_fields": lambda: _fields(results_json.POINT_FIELDS),
     "results_run_fields": lambda: _fields(results_json.RUN_FIELDS),
     "init_files": init_files_table,
     "code_map": code_map,
 }
-#: Only the site shows these (the changelog page, the version): a reader of the files has
-#: CHANGELOG.md and pyproject.toml.
+#: What only the site shows. The profile fields: a new field is one entry of its table and
+#: nothing else (a reader of the file is sent to the table itself, pytest_llmperf/profiles.py).
+BUILT_PARTS = {"profile_fields_table": profile_fields_table}
+#: The changelog page and the version: a reader of the files has CHANGELOG.md and pyproject.toml.
 PLACEHOLDERS = {"{{ changelog }}": changelog, "{{ version }}": lambda: __version__}
 
 

@@ -42,3 +42,12 @@ def test_no_page_shows_a_placeholder_a_code_host_would_print():
         for marker in hooks().PLACEHOLDERS:
             text = text.replace(marker, "")
         assert "{{" not in text, f"{page.relative_to(REPO)} has a placeholder"
+
+
+def test_the_site_builds_the_profile_fields_from_the_field_table():
+    module = hooks()
+    page = (REPO / "docs" / "reference" / "profiles.md").read_text(encoding="utf-8")
+    built = module.on_page_markdown(page, None, None, None)
+    assert "Read on a code host" not in built and "### Essential fields" in built
+    for key in module.profiles.SETTINGS:
+        assert f"| `{key}` |" in built, key
