@@ -142,10 +142,16 @@ class ServerHandle:
         info = sglang_info(self.info)
         summary = {
             key: info[key]
-            for key in ("model_path", "tp_size", "dp_size", "attention_backend",
-                        "speculative_algorithm", "max_running_requests")
+            for key in (
+                "model_path",
+                "tp_size",
+                "dp_size",
+                "attention_backend",
+                "speculative_algorithm",
+                "max_running_requests",
+            )
             if key in info
-        }  # fmt: skip
+        }
         return self.redactor.data(
             {
                 "url": self.base_url,
@@ -233,15 +239,7 @@ def launch(
     if command_for is not None:
         command = command_for(host, port)
     elif profile.launcher == "srun":  # the GPUs are on the allocation's nodes: no preflight here
-        from pytest_llmperf.servers import srun
-
-        command, extra = srun.wrap(
-            build_command(expanded, host, port, run_dir), profile, run_dir, name, launch_id,
-            dist_port=free_port(host),
-        )  # fmt: skip
-        env.update(extra)
-        slurm = {"name": name, "run_dir": run_dir, "port": port, "requested": not srun.in_allocation(),
-                 "step_name": srun.step_name(profile, launch_id), "step": None}  # fmt: skip
+        command, slurm = _srun_command(expanded, profile, host, port, run_dir, name, launch_id, env)
     else:
         notes += engine.preflight(profile, expanded.env)
         command = build_command(expanded, host, port, run_dir)
@@ -269,14 +267,53 @@ def launch(
         redactor=redactor,
         log_writer=writer,
     )
-    from pytest_llmperf.servers import watchdog
-
-    handle.watchdog = watchdog.start(process.pid, profile.shutdown_timeout_s)
-    _LIVE[process.pid] = handle
-    from pytest_llmperf.servers import leftovers
-
-    leftovers.remember(run_dir, handle)
+    _keep_track(handle, run_dir)
     return handle
+
+
+def _srun_command(
+    expanded: Profile,
+    profile: Profile,
+    host: str,
+    port: int,
+    run_dir: Path,
+    name: str,
+    launch_id: str,
+    env: dict[str, str],
+) -> tuple[list[str], dict[str, Any]]:
+    """One rank per node through Slurm: the srun command (``env`` gets what it needs) and what
+    the handle keeps to find rank 0 and cancel the step."""
+    from pytest_llmperf.servers import srun
+
+    command, extra = srun.wrap(
+        build_command(expanded, host, port, run_dir),
+        profile,
+        run_dir,
+        name,
+        launch_id,
+        dist_port=free_port(host),
+    )
+    env.update(extra)
+    slurm = {
+        "name": name,
+        "run_dir": run_dir,
+        "port": port,
+        "requested": not srun.in_allocation(),
+        "step_name": srun.step_name(profile, launch_id),
+        "step": None,
+    }
+    return command, slurm
+
+
+def _keep_track(handle: ServerHandle, run_dir: Path) -> None:
+    """However pytest ends, the server ends with it: a watchdog process, the exit hook's list,
+    and a pid record the next run checks (servers/leftovers.py)."""
+    from pytest_llmperf.servers import leftovers, watchdog
+
+    assert handle.process is not None
+    handle.watchdog = watchdog.start(handle.process.pid, handle.profile.shutdown_timeout_s)
+    _LIVE[handle.process.pid] = handle
+    leftovers.remember(run_dir, handle)
 
 
 def _write_command(path: Path, command: list[str], expanded: Profile, redactor: Redactor) -> None:
@@ -420,9 +457,11 @@ def attach(profile: Profile, url: str, *, source: str = "--llm-server-url") -> S
     )
     wait_s = profile.ready_timeout_s if source == "url" else 0.0
     problem = readiness.poll(
-        handle.base_url + profile.readiness_path, timeout_s=wait_s, headers=handle.headers,
+        handle.base_url + profile.readiness_path,
+        timeout_s=wait_s,
+        headers=handle.headers,
         poll_s=1.0,
-    )  # fmt: skip
+    )
     if problem is not None:
         waited = (
             f" after {profile.ready_timeout_s:g} s (ready_timeout_s)" if source == "url" else ""
