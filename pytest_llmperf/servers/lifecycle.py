@@ -177,17 +177,27 @@ class ServerHandle:
     def exit_code(self) -> int | None:
         return None if self.process is None else self.process.poll()
 
-    def ensure_alive(self, when: str) -> None:
-        """Raise ServerDiedError, with the log's tail, if the launched process (or one of the
-        launched workers behind it) has exited."""
+    def ensure_alive(
+        self,
+        when: str,
+        *,
+        error: type[ServerError] = ServerDiedError,
+        with_command: bool = False,
+        who: str = "",
+    ) -> None:
+        """Raise ``error`` (ServerDiedError: it died while it served; ServerStartError, with
+        its command: while it started), with the log's tail, if the launched process (``who``
+        it is, in the message) or one of the launched workers behind it has exited."""
         code = self.exit_code()
         if code is not None:
-            raise self.failure(ServerDiedError, f"exited with code {code} {when}")
+            raise self.failure(
+                error, f"{who}exited with code {code} {when}", with_command=with_command
+            )
         for worker in self.workers:
             code = worker.exit_code()
             if code is not None:
                 self.died = f"its worker {worker.base_url} exited with code {code} {when}"
-                raise worker.failure(ServerDiedError, f"exited with code {code} {when}")
+                raise worker.failure(error, f"exited with code {code} {when}")
 
     def failure(
         self, error: type[ServerError], what: str, *, with_command: bool = False
@@ -378,13 +388,8 @@ def wait_ready(
     def still_loading() -> None:
         nonlocal last_report
         elapsed = time.monotonic() - handle.started_at
-        code = handle.exit_code()
-        if code is not None:
-            raise handle.failure(
-                ServerStartError,
-                f"exited with code {code} while loading ({elapsed:.1f} s after launch)",
-                with_command=True,
-            )
+        when = f"while loading ({elapsed:.1f} s after launch)"
+        handle.ensure_alive(when, error=ServerStartError, with_command=True)
         if progress is not None and time.monotonic() - last_report >= 1.0:
             last_report = time.monotonic()
             stage = engines.of(profile).loading_stage(handle.log_path) or "starting"

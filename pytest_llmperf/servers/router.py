@@ -147,14 +147,9 @@ def wait_until_routed(handle: ServerHandle, expected: int, poll_s: float = 0.25)
         return f"{answer.status_code} {answer.text[:200]}"
 
     def alive() -> None:
-        code = handle.exit_code()
-        if code is not None:
-            raise handle.failure(
-                ServerStartError,
-                f"(router) exited with code {code} while starting",
-                with_command=True,
-            )
-        handle.ensure_alive("while the router started")
+        handle.ensure_alive(
+            "while starting", error=ServerStartError, with_command=True, who="(router) "
+        )
 
     seen = readiness.poll(
         url,
