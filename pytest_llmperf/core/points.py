@@ -20,6 +20,15 @@ from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.stats import Summary, finite_mean, finite_or_none
 
 
+def unrecordable(values: Sequence[float]) -> str | None:
+    """Why ``values`` cannot be a golden's or a series' (the verdict works on their logs): the
+    first that is not a finite number above 0, or None."""
+    for k, value in enumerate(values, start=1):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            return f"run {k}'s value is {value!r}, not a finite number above 0"
+    return None
+
+
 @dataclass
 class PendingRun:
     """A run as its golden file records it (golden/store.py), once the run is written."""

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_llmperf.core.format import format_value, signed_percent
-from pytest_llmperf.core.judgement import GoldenRef, Judgement
+from pytest_llmperf.core.judgement import GoldenRef, Judgement, invalid
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
-from pytest_llmperf.core.points import Point
+from pytest_llmperf.core.points import Point, unrecordable
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.golden.model import GoldenFile, GoldenPoint
@@ -108,8 +108,12 @@ def pending(
     """``point`` as it will be written to its golden file at the end of the run.
 
     Replacing a golden (not pooling into it) with a mean worse than the warn margin is refused
-    (a FAIL) unless ``accept_worse`` says why.
+    (a FAIL) unless ``accept_worse`` says why; a point with a value no golden can hold (NaN,
+    infinite, 0) is not recorded (INVALID), and the run's other points still are.
     """
+    why_not = unrecordable(point.values)
+    if why_not is not None:
+        return invalid(point.label, "not recorded into its golden", [why_not])
     if old is not None and not pool:
         ratio = point.summary.mean / old.mean
         worse = ratio > 1 + warn_margin if point.lower_is_better else ratio < 1 - warn_margin

@@ -25,8 +25,8 @@ from typing import Any
 
 from pytest_llmperf.core.format import format_value
 from pytest_llmperf.core.nodeid import NodeId
-from pytest_llmperf.core.points import PendingRun, unit_of
-from pytest_llmperf.core.stats import Summary
+from pytest_llmperf.core.points import PendingRun, unit_of, unrecordable
+from pytest_llmperf.core.stats import Summary, finite_or_none
 from pytest_llmperf.errors import LLMPerfError
 from pytest_llmperf.files import confined, write_json_atomic
 from pytest_llmperf.golden import fingerprint
@@ -153,6 +153,10 @@ def apply(
                 f"{pending.path}: removed {len(stale)} point(s) recorded under the old fingerprint"
             )
     for point in pending.points:
+        why_not = unrecordable([r.value for r in point.runs])
+        if why_not is not None:
+            notes.append(f"{pending.path}: not recorded {point.key}: {why_not}")
+            continue
         old = points.get(point.key)
         points[point.key] = _recorded(point, old, now)
         verb = (
@@ -179,7 +183,9 @@ def _recorded(point: PendingPoint, old: GoldenPoint | None, now: str) -> GoldenP
     """``point``'s golden after this recording: its runs (pooled with the old ones, the newest
     MAX_POOLED_RUNS, under --perf-pool), their summary, one more history entry, the old anchor."""
     runs = tuple(
-        GoldenRun(r.value, r.launch_id, r.requests, r.output_tokens, r.accept_length, now)
+        GoldenRun(
+            r.value, r.launch_id, r.requests, r.output_tokens, finite_or_none(r.accept_length), now
+        )
         for r in point.runs
     )
     if old is not None and point.pool:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.core.judgement import SeriesFacts, with_history
-from pytest_llmperf.core.points import Point
+from pytest_llmperf.core.points import Point, unrecordable
 from pytest_llmperf.core.verdict import Margins, Verdict
 from pytest_llmperf.history.series import Night, Series, build
 
@@ -36,7 +36,7 @@ def stored_series(
 
 def with_tonight(stored: Series | None, point: Point, run_id: str, started_at: float) -> Series:
     """The stored series with this night's values appended."""
-    night = Night(run_id, started_at, tuple(v for v in point.values if v > 0))
+    night = Night(run_id, started_at, tuple(v for v in point.values if unrecordable([v]) is None))
     nights = (*(stored.nights if stored else ()), night) if night.values else ()
     return Series(point.profile, point.key, point.metric, point.lower_is_better, tuple(nights))
 

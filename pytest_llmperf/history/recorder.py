@@ -93,7 +93,7 @@ def mask_credentials(text: str) -> str:
 def run_figures(point: Point) -> list[dict[str, float | None]]:
     """Per run of the point, every figure it has (None where it has none)."""
     if isinstance(point, SpeedupPoint):
-        return [{"speedup": v} for v in point.values]
+        return [{"speedup": finite_or_none(v)} for v in point.values]
     assert isinstance(point, MeasuredPoint)
     out = []
     for run in point.runs:

@@ -26,6 +26,7 @@ Needs ``pytest-benchmark`` (the ``report`` extra); imported lazily.
 
 from __future__ import annotations
 
+import math
 import statistics
 from datetime import datetime, timezone
 from typing import Any
@@ -55,8 +56,8 @@ def render(results: Results) -> dict[str, Any]:
     for point in results.points:
         if point.gated_from is not None:
             continue
-        if point.problems or not point.runs or any(r.output_tokens <= 0 for r in point.runs):
-            continue  # INVALID: not a measurement of the server, so not a benchmark either
+        if point.problems or not point.runs or not all(_timed(r) for r in point.runs):
+            continue  # INVALID, or a run without a time per token: not a benchmark either
         stats = Stats()
         for run in point.runs:
             stats.update(run.duration_s / run.output_tokens)
@@ -110,3 +111,8 @@ def render(results: Results) -> dict[str, Any]:
         "datetime": datetime.now(timezone.utc).isoformat(),
         "version": benchmark_version,
     }
+
+
+def _timed(run: Any) -> bool:
+    """Whether a run has a time per token: a finite duration over its tokens."""
+    return run.output_tokens > 0 and math.isfinite(run.duration_s) and run.duration_s > 0

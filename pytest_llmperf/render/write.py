@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_llmperf.core.results import Results
+from pytest_llmperf.core.stats import finite_or_none
 from pytest_llmperf.files import write_json_atomic
 from pytest_llmperf.render import markdown, plots, results_json
 
@@ -63,7 +64,8 @@ def outputs(results: Results, settings: Outputs, *, created: str) -> tuple[list[
 
 
 def _written(path: Path, data: object, note: str | None) -> list[str]:
-    write_json_atomic(path, data)
+    # A figure that does not exist is null in every file written, whichever renderer made it.
+    write_json_atomic(path, finite_or_none(data))
     return [note] if note else []
 
 
