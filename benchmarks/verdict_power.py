@@ -17,14 +17,24 @@
    Reports FAIL / WARN / inconclusive rates, mean candidate runs and golden runs, and the
    false-FAIL probability of a 16-point night (1 − (1 − p)^16).
 
-2. ``--e2e K``: the plugin end to end on the simulated engine, in a scratch directory: record
+2. ``--launches NIGHTS`` (run by default): launches as replicates. A profile of 8 points is
+   recorded over ``record_launches`` = 2 launches (5 runs each, the file's points sharing their
+   launches), each launch offset by N(0, launch CV) at every point; the verdict gets the
+   golden's between-launch spread pooled over the 8 points (or, "with a history", the spread
+   of 20 stored nights), and each night is one new launch judged with its staged runs. Reported
+   per launch CV of 2, 5, 10 and 20 %: false FAIL per 1,000 point-nights, and how often a 15 %
+   and a 30 % drop FAIL. Also the "one bad run" night: one run of the candidate's first stage
+   30 % down (a hiccup), the server unchanged.
+
+3. ``--e2e K``: the plugin end to end on the simulated engine, in a scratch directory: record
    goldens (2 launches, pooled) for sim-baseline and sim-eagle3 at C = 1, 10, 30 over
    steady-state windows; run the suite K times unchanged (each run is its own pytest process and
    server launch) and count false FAILs; then once with the engine 30 % slower (a hidden fault
    knob) and check that every point FAILs.
 
     python benchmarks/verdict_power.py --trials 5000
-    python benchmarks/verdict_power.py --trials 0 --e2e 20
+    python benchmarks/verdict_power.py --trials 0 --launches 2000
+    python benchmarks/verdict_power.py --trials 0 --launches 0 --e2e 20
 """
 
 from __future__ import annotations
@@ -48,9 +58,12 @@ from pytest_llmperf.core.verdict import (
     RECORD_MAX_RUNS,
     RECORD_MIN_RUNS,
     STAGES,
+    LaunchSpread,
     decide,
     first_stage,
     golden_is_precise,
+    pooled_launch_spread,
+    with_prior,
 )
 
 CVS = (0.005, 0.01, 0.03, 0.05)
@@ -191,6 +204,108 @@ def monte_carlo(trials: int, null_trials: int, seed: int) -> None:
             )
 
 
+LAUNCH_CVS = (0.02, 0.05, 0.10, 0.20)
+POINTS = 8  # a profile's levels, recorded over the same launches
+RECORD_LAUNCHES = 2
+HISTORY_NIGHTS = 20
+RUN_CV = 0.02
+#: The profile's launch_cv, as a user who did not set it has it (the default).
+PRIOR_CV = 0.03
+
+
+def launch_night(
+    rng: np.random.Generator,
+    launch_cv: float,
+    drop: float,
+    history: bool,
+    hiccup: bool,
+    prior_cv: float = PRIOR_CV,
+) -> list[str]:
+    """One night of a profile: its golden (8 points over two launches), its between-launch
+    spread, and each point's verdict for one new launch."""
+    goldens, launches = [], []
+    for _ in range(POINTS):
+        values, ids = [], []
+        for k in range(RECORD_LAUNCHES):
+            launch = Launch(rng, 100.0, RUN_CV, launch_cv)
+            values += [launch.run() for _ in range(RECORD_MIN_RUNS)]
+            ids += [f"l{k}"] * RECORD_MIN_RUNS
+        goldens.append(values)
+        launches.append(ids)
+    if history:
+        nights = [Launch(rng, 100.0, RUN_CV, launch_cv).run() for _ in range(HISTORY_NIGHTS)]
+        logs = np.log(nights)
+        spread: LaunchSpread | None = LaunchSpread(
+            float(np.var(logs, ddof=1)), HISTORY_NIGHTS - 1, "nights"
+        )
+    else:
+        spread = pooled_launch_spread(
+            (
+                [
+                    [math.log(v) for v, i in zip(g, ids) if i == f"l{k}"]
+                    for k in range(RECORD_LAUNCHES)
+                ]
+                for g, ids in zip(goldens, launches)
+            ),
+            "launches",
+        )
+    verdicts = []
+    for gold, ids in zip(goldens, launches):
+        launch = Launch(rng, 100.0 * (1.0 - drop), RUN_CV, launch_cv)
+        new = [launch.run() for _ in range(first_stage(gold, MARGINS["fail_margin"], PROFILE_RUNS))]
+        if hiccup:
+            new[0] *= 0.7
+        while True:
+            v = decide(
+                new, gold, **MARGINS, last_stage=len(new) >= STAGES[-1], launches=ids,
+                spread=with_prior(spread, prior_cv),
+            )  # fmt: skip
+            if v.name != "UNCERTAIN":
+                verdicts.append(v.name)
+                break
+            new += [launch.run() for _ in range(next(n for n in STAGES if n > len(new)) - len(new))]
+    return verdicts
+
+
+def launches_table(nights: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    print(
+        f"\n# Launches as replicates: {POINTS} points recorded over {RECORD_LAUNCHES} launches x "
+        f"{RECORD_MIN_RUNS} runs (run CV {RUN_CV:.0%}), one new launch a night, {nights} nights "
+        f"({nights * POINTS} point-nights) per cell; the verdict's launch spread from the golden's "
+        f"launches pooled over the points, or from {HISTORY_NIGHTS} stored nights, each weighed "
+        f"with the profile's launch_cv (the default {PRIOR_CV:.0%}, or the true launch CV)"
+    )
+    print(
+        "\n| launch CV | spread from | false FAIL per 1,000 point-nights | one bad run: false FAIL "
+        "per 1,000 | WARN % (unchanged) | -15 % FAILed | -30 % FAILed |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for launch_cv in LAUNCH_CVS:
+        for history, prior_cv in ((False, PRIOR_CV), (False, launch_cv), (True, PRIOR_CV)):
+            source = (
+                f"{HISTORY_NIGHTS} nights, launch_cv {prior_cv:.0%}"
+                if history
+                else f"2 golden launches, launch_cv {prior_cv:.0%}"
+            )
+            cells = []
+            for drop, hiccup in ((0.0, False), (0.0, True), (0.15, False), (0.30, False)):
+                names = [
+                    v
+                    for _ in range(nights)
+                    for v in launch_night(rng, launch_cv, drop, history, hiccup, prior_cv)
+                ]
+                fails = names.count("FAIL") / len(names)
+                warns = names.count("WARN") / len(names)
+                cells.append((fails, warns))
+            print(
+                f"| {launch_cv:.0%} | {source} | "
+                f"{1000 * cells[0][0]:.2f} | {1000 * cells[1][0]:.2f} | {100 * cells[0][1]:.1f} | "
+                f"{100 * cells[2][0]:.1f} | {100 * cells[3][0]:.1f} |",
+                flush=True,
+            )
+
+
 SUITE = """
 def test_output_throughput(llmperf, llm_concurrency):
     llmperf.check(llmperf.measure(concurrency=llm_concurrency))
@@ -290,11 +405,16 @@ def main() -> None:
         "--null-trials", type=int, default=0, help="trials of the unchanged server (4x --trials)"
     )
     parser.add_argument(
+        "--launches", type=int, default=1000, metavar="NIGHTS", help="nights per launch cell"
+    )
+    parser.add_argument(
         "--e2e", type=int, default=0, metavar="K", help="unchanged end-to-end suite runs"
     )
     args = parser.parse_args()
     if args.trials:
         monte_carlo(args.trials, args.null_trials or 4 * args.trials, args.seed)
+    if args.launches:
+        launches_table(args.launches, args.seed)
     if args.e2e:
         end_to_end(args.e2e)
 

@@ -74,7 +74,7 @@ def levels(
     plans = []
     for profile, c in points:
         if profile.name not in goldens:
-            source = profile.remeasure_of or profile.name  # an A/B/A copy runs like its base
+            source = profile.origin  # a copy (A/B/A, a later launch) runs like its profile
             goldens[profile.name] = golden_runs(baseline_dir, _named(profile, source))
         gold = goldens[profile.name].get(c, [])
         up_to = None
@@ -142,8 +142,10 @@ def lines(
         total += sum(loads)
         out.append(f"  total: about {duration(total)}{note}, loads included (from the history)")
     else:
+        launches = len({p.profile for p in plans})
         out.append(
-            f"  total: about {duration(total)} of measurement{note} (server loads not included)"
+            f"  total: about {duration(total)} of measurement{note} ({launches} server "
+            f"launch{'es' if launches != 1 else ''}, their loads not included)"
         )
     return out
 

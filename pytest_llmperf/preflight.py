@@ -53,7 +53,7 @@ def unwritable_outputs(
         wanted.append((settings.run_dir_root, True, "run directory root (llmperf_run_dir)"))
     if settings.update:
         for profile in selected:
-            if not profile.remeasure_of:
+            if profile.origin == profile.name:
                 wanted.append(
                     (confined(settings.baseline_dir, profile.name), True, "golden directory")
                 )

@@ -365,6 +365,15 @@ class Profile:
         allowed="a list of distinct arrival rates in requests/s, e.g. [0.5, 1, 2, 5]",
         convert=lambda v: tuple(float(r) for r in v),
     )
+    record_launches: int | None = setting(
+        None,
+        "server launches a `--perf-update` records, each with its runs, so that the golden knows "
+        "how far launches differ (the verdict allows for it); default 2 for a launched server, "
+        "1 for one the plugin attaches to (see *Golden baselines and verdicts*)",
+        "load",
+        check=optional(is_pos_int),
+        allowed="a positive integer: the launches a recording makes",
+    )
     min_requests: int = setting(
         16,
         "floor of N = max(floor, 4·C) (runs of whole requests)",
@@ -434,6 +443,16 @@ class Profile:
     )
     #: The margins of latency checks (``check(point, metric="ttft_p99_s")``): a tail moves more
     #: from launch to launch than throughput does.
+    launch_cv: float = setting(
+        0.03,
+        "how far a launch of this server is expected to move a figure (a coefficient of "
+        "variation): the verdict's prior for the spread between launches, weighed with the "
+        "launches the golden (or the history) measured as two launches' worth; raise it for a "
+        "server whose launches differ more (a CPU engine on shared cores: 0.08)",
+        "verdict",
+        check=is_fraction,
+        allowed="a fraction between 0 and 1, e.g. 0.03",
+    )
     latency_fail_margin: float = setting(
         0.30,
         'the fail margin of latency checks (`check(point, metric="ttft_p99_s")`): a '
@@ -547,6 +566,22 @@ class Profile:
     #: Set on the second copy of a base profile under --perf-aba (A/B/A): its points are
     #: measured for the drift between the two base measurements, not gated.
     remeasure_of: str | None = None
+    #: Set on the copies of a profile that a --perf-update records its later launches with
+    #: (``NAME@launch2``, …): their runs join the profile's own golden.
+    launch_of: str | None = None
+
+    @property
+    def origin(self) -> str:
+        """The profile this one is a copy of (A/B/A, a recording's later launch), else itself."""
+        return self.remeasure_of or self.launch_of or self.name
+
+    @property
+    def launches_to_record(self) -> int:
+        """``record_launches``, else 2 for a server the plugin launches, 1 for one it attaches
+        to (it cannot launch that one again)."""
+        if self.record_launches is not None:
+            return self.record_launches
+        return 1 if self.url is not None else 2
 
     @property
     def output_len(self) -> int:

@@ -51,7 +51,24 @@ def select_profiles(settings: Settings) -> tuple[ProfileSet | None, list[Profile
         selected = [replace(p, request_rate=settings.request_rate) for p in selected]
     if settings.aba:
         selected = with_aba_copies(selected)
+    if settings.update and not settings.server_url:
+        selected = with_launch_copies(selected, settings.launches)
     return profiles, selected
+
+
+def with_launch_copies(selected: list[Profile], launches: int | None) -> list[Profile]:
+    """A recording over several launches: after each profile, a copy a launch (``NAME@launch2``,
+    …) whose server is launched afresh and whose runs join the profile's golden. ``launches``:
+    --perf-update-launches, else each profile's ``record_launches``."""
+    out: list[Profile] = []
+    for profile in selected:
+        out.append(profile)
+        count = launches if launches is not None else profile.launches_to_record
+        out += [
+            replace(profile, name=f"{profile.name}@launch{k}", launch_of=profile.name)
+            for k in range(2, count + 1)
+        ]
+    return out
 
 
 def with_aba_copies(selected: list[Profile]) -> list[Profile]:
@@ -72,7 +89,7 @@ def speedup_params(profiles: ProfileSet | None, selected: list[Profile]) -> list
     params = []
     for spec in selected:
         base = by_name.get(spec.base_profile or "")
-        if spec.speculative and base is not None:
+        if spec.speculative and base is not None and spec.origin == spec.name:
             params += [
                 pytest.param((spec.name, base.name, c), id=f"{spec.name}-vs-{base.name}-C{c}")
                 for c in spec.concurrency

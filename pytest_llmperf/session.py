@@ -161,11 +161,19 @@ class LLMPerfSession:
                 out[profile.name] = found
         return out
 
+    def golden_owner(self, profile: str) -> str:
+        """The profile whose golden file ``profile``'s points belong to: a recording's later
+        launch (``NAME@launch2``) records into NAME's."""
+        found = next((p for p in self.selected if p.name == profile), None)
+        return found.launch_of or profile if found is not None else profile
+
     def golden_file(self, profile: str) -> Path:
         from pytest_llmperf.golden.store import golden_path
 
         return golden_path(
-            self.settings.baseline_dir, profile, self.fingerprints[profile].hardware_key
+            self.settings.baseline_dir,
+            self.golden_owner(profile),
+            self.fingerprints[profile].hardware_key,
         )
 
     def golden(self, profile: str) -> GoldenFile | None:
@@ -185,9 +193,16 @@ class LLMPerfSession:
         from pytest_llmperf.golden.store import PendingFile
 
         path = self.golden_file(profile)
+        owner = self.golden_owner(profile)
         entry = self.pending.setdefault(
-            path, PendingFile(path, profile, self.fingerprints[profile].to_json())
+            path, PendingFile(path, owner, self.fingerprints[profile].to_json())
         )
+        earlier = next((p for p in entry.points if p.key == point.key), None)
+        if earlier is not None and not {r.launch_id for r in earlier.runs} & {
+            r.launch_id for r in point.runs
+        }:
+            # Another launch of the same recording: its runs join the first launch's.
+            point = replace(point, runs=[*earlier.runs, *point.runs])
         entry.points = [p for p in entry.points if p.key != point.key] + [point]
         return path
 
@@ -210,7 +225,7 @@ class LLMPerfSession:
 
         out = []
         for profile in self.selected:
-            if profile.speculative and profile.base_profile and not profile.remeasure_of:
+            if profile.speculative and profile.base_profile and profile.origin == profile.name:
                 fp = self.fingerprints.get(profile.name)
                 args = fp.server_args if fp else {}
                 max_bs = args.get("cuda_graph_max_bs_decode") or args.get("cuda_graph_max_bs")

@@ -119,6 +119,14 @@ OPTIONS = tuple(
             "auto",
         ),
         (
+            "--perf-update-launches",
+            "llmperf_update_launches",
+            "Server launches a recording makes, each with its runs: profile (each profile's "
+            "record_launches: 2 for a launched server, 1 for an attached one) or a fixed N.",
+            "N",
+            "profile",
+        ),
+        (
             "--llm-run-dir",
             "llmperf_run_dir",
             "Where each pytest run gets a directory with every server's log and exact command line.",
@@ -264,6 +272,8 @@ class Settings:
     accept_worse: str | None = None
     baseline_dir: Path = Path(_default("llmperf_baseline_dir"))
     update_runs: int | None = None  # None: auto (see core/verdict.py, golden_is_precise)
+    #: --perf-update-launches: the launches every profile records (None: its record_launches).
+    launches: int | None = None
     report_dir: Path | None = None
     benchmark_json: Path | None = None
     aba: bool = False  # --perf-aba: measure each speculative profile's base again after it
@@ -301,22 +311,10 @@ class Settings:
         update = bool(config.getoption("perf_update"))
         pool = bool(config.getoption("perf_pool"))
         accept_worse = config.getoption("llmperf_accept_worse")
-        if (pool or accept_worse) and not update:
-            raise pytest.UsageError(
-                "--perf-pool and --perf-accept-worse only make sense with --perf-update."
-            )
-        if accept_worse is not None and not accept_worse.strip():
-            raise pytest.UsageError(
-                "--perf-accept-worse needs a reason, e.g. --perf-accept-worse='driver 590, see #123'."
-            )
         measure_only = config.getoption("perf_measure")
         if measure_only is None:
             measure_only = bool(config.getini("llmperf_measure"))
-        if measure_only and update:
-            raise pytest.UsageError(
-                "--perf-measure judges nothing and writes no golden; --perf-update records "
-                "goldens. Use one of them."
-            )
+        _check_update_options(update, pool, accept_worse, bool(measure_only))
         aba = config.getoption("llmperf_aba")
         plan_only = config.getoption("llmperf_plan")
         if plan_only is None:
@@ -347,6 +345,9 @@ class Settings:
             accept_worse=accept_worse,
             baseline_dir=baseline_dir,
             update_runs=_parse_runs("--perf-update-runs", value("llmperf_update_runs")[0]),
+            launches=_parse_runs(
+                "--perf-update-launches", value("llmperf_update_launches")[0], auto="profile"
+            ),
             plan_only=bool(plan_only),
             report_dir=path("llmperf_report"),
             benchmark_json=path("llmperf_benchmark_json"),
@@ -355,6 +356,25 @@ class Settings:
             renames=_parse_renames(config.getoption("llmperf_rename") or []),
             history=_history_store(*value("llmperf_history")),
             measure_only=bool(measure_only),
+        )
+
+
+def _check_update_options(
+    update: bool, pool: bool, accept_worse: str | None, measure_only: bool
+) -> None:
+    """The recording options make sense together, or a usage error says which do not."""
+    if (pool or accept_worse) and not update:
+        raise pytest.UsageError(
+            "--perf-pool and --perf-accept-worse only make sense with --perf-update."
+        )
+    if accept_worse is not None and not accept_worse.strip():
+        raise pytest.UsageError(
+            "--perf-accept-worse needs a reason, e.g. --perf-accept-worse='driver 590, see #123'."
+        )
+    if measure_only and update:
+        raise pytest.UsageError(
+            "--perf-measure judges nothing and writes no golden; --perf-update records "
+            "goldens. Use one of them."
         )
 
 
@@ -446,11 +466,11 @@ def _parse_renames(raw: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _parse_runs(option: str, raw: str | None) -> int | None:
-    if raw == "auto":
+def _parse_runs(option: str, raw: str | None, auto: str = "auto") -> int | None:
+    if raw == auto:
         return None
     if raw is None or not raw.isdigit() or int(raw) < 1:
-        raise pytest.UsageError(f"{option}: {raw!r} is neither 'auto' nor a positive integer.")
+        raise pytest.UsageError(f"{option}: {raw!r} is neither {auto!r} nor a positive integer.")
     return int(raw)
 
 

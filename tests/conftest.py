@@ -50,6 +50,18 @@ for _module in pkgutil.walk_packages(pytest_llmperf.__path__, "pytest_llmperf.")
 
 
 UNIT_TESTS = Path(__file__).resolve().parent / "unit"
+#: The pytest runs the tests start record one launch a golden (the plugin's default is two for a
+#: launched server): each launch is a server start, and only the tests about launches need two;
+#: they pass ``--perf-update-launches profile`` (or a count), which the command line overrides.
+ONE_LAUNCH = "-o llmperf_update_launches=1"
+
+
+@pytest.fixture(autouse=True)
+def one_launch_a_recording(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")  # it clears PYTEST_ADDOPTS when it starts
+    addopts = os.environ.get("PYTEST_ADDOPTS", "")
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{addopts} {ONE_LAUNCH}".strip())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

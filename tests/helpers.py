@@ -3,6 +3,7 @@ subprocesses on free ports, and helpers that write profile files for pytester pr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -262,6 +263,13 @@ class Throttle:
 
     def _run(self) -> None:
         start = time.monotonic()
+        try:
+            self._throttle(start)
+        except ProcessLookupError:
+            pass  # the server is gone (a launched one, stopped at the end of its session)
+        self.elapsed_s = time.monotonic() - start
+
+    def _throttle(self, start: float) -> None:
         k = 0
         while not self.stopped.is_set():
             os.kill(self.pid, signal.SIGSTOP)
@@ -271,7 +279,6 @@ class Throttle:
             self.stopped_s += time.monotonic() - stopped_at
             k += 1
             self._sleep_until(start + k * self.period)
-        self.elapsed_s = time.monotonic() - start
 
     @property
     def stopped_share(self) -> float:
@@ -284,7 +291,38 @@ class Throttle:
     def __exit__(self, *exc: object) -> None:
         self.stopped.set()
         self.thread.join()
-        os.kill(self.pid, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGCONT)
+
+
+class ThrottleEach:
+    """A :class:`Throttle` on every process whose command line has ``marker`` that starts while
+    this is entered: a server the plugin launches itself, slowed from outside all the same."""
+
+    def __init__(self, marker: str, share: float, ignore: tuple[int, ...] = ()) -> None:
+        self.marker, self.share, self.seen = marker, share, set(ignore)
+        self.throttles: list[Throttle] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self.stopped.wait(0.02):
+            for proc in processes_with(self.marker):
+                if proc.pid not in self.seen:
+                    self.seen.add(proc.pid)
+                    throttle = Throttle(proc.pid, self.share)
+                    throttle.thread.start()
+                    self.throttles.append(throttle)
+
+    def __enter__(self) -> ThrottleEach:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join()
+        for throttle in self.throttles:
+            throttle.__exit__()
 
 
 def require_llama(profile) -> None:

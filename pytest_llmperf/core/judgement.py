@@ -10,21 +10,20 @@ test unless it passes, the one place that does.
 The rules: :func:`invalid` (the runs are not a measurement of the server),
 :func:`against_golden` (a statistical verdict, core/verdict.py, said against its golden),
 :func:`not_sustainable` and :func:`sustainable_now` (a rate level the server could not keep up
-with, now or when its golden was recorded), :func:`with_history` (the drift gate and the
-night-to-night noise of the point's series) and :func:`recorded`; golden/check.py adds those
+with, now or when its golden was recorded), :func:`with_drift` (the drift gate of the point's
+series) and :func:`recorded`; golden/check.py adds those
 about the golden file itself (MISSING, INCOMPARABLE, a refused replacement).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pytest_llmperf.core.format import format_value
 from pytest_llmperf.core.outcome import Outcome
-from pytest_llmperf.core.verdict import ALPHA, Margins, Verdict, describe
+from pytest_llmperf.core.verdict import Margins, Verdict, describe
 
 
 @dataclass(frozen=True)
@@ -165,70 +164,25 @@ def recorded(label: str, measured: float, unit: str, path: str) -> Judgement:
     )
 
 
-@dataclass(frozen=True)
-class SeriesFacts:
-    """What a point's stored series says about tonight (history/gate.py reads them): the
-    nights' spread (sd on the log scale, and over how many nights), tonight's values, and the
-    confirmed drift since the golden's last recording (None: none)."""
-
-    tonight: tuple[float, ...]
-    spread: tuple[float, int] | None
-    drift: Mapping[str, Any] | None
-    lower_is_better: bool
-
-
-def with_history(
-    verdict: Verdict, facts: SeriesFacts, margins: Margins, golden_mean: float
+def with_drift(
+    verdict: Verdict, drift: Mapping[str, Any] | None, margins: Margins
 ) -> tuple[Verdict, list[str], str | None]:
-    """The verdict with the history's word on it, the lines it adds to the message, and how
-    the drift gated the point ("FAIL", "WARN"; None: it did not).
-
-    - **Night-to-night noise.** A FAIL against the golden stands only when it is also
-      significant against the series' own night-to-night spread: a whole session shifted by a
-      busy machine, as far as nights of the series have been shifted before, is a WARN.
-    - **Drift gate.** A confirmed change since the golden's last recording WARNs beyond the warn
-      margin and FAILs beyond the fail margin, even when tonight passes its golden: a −8 % step
-      or a −2 %-a-night drift never crosses a 15 % fail margin in one night.
-    """
-    lines = []
-    if verdict.outcome is Outcome.FAIL and facts.spread is not None:
-        sd, nights = facts.spread
-        p = session_p_value(list(facts.tonight), golden_mean, sd, nights, facts.lower_is_better)
-        if p >= ALPHA:
-            verdict = replace(verdict, outcome=Outcome.WARN)
-            lines.append(
-                f"not failed: the series' nights differ by {sd * 100:.1f} % (sd over "
-                f"{nights} nights), and against that tonight's change is not significant "
-                f"(p = {p:.2g}); a FAIL needs a move beyond the night-to-night noise"
-            )
-    drift, gated = facts.drift, None
-    if drift and drift["worse"] and abs(drift["change"]) >= margins.warn:
-        # A latency's margins are its rise, a throughput's its fall: |change| either way.
-        fail = abs(drift["change"]) >= margins.fail
-        gated = "FAIL" if fail else "WARN"
-        lines.append(drift_line(drift, "fail" if fail else "warn", margins))
-        if verdict.outcome.passed:
-            outcome = Outcome.FAIL if fail else Outcome.WARN
-            if outcome is Outcome.FAIL or verdict.outcome is not Outcome.WARN:
-                verdict = replace(verdict, outcome=outcome)
-    return verdict, lines, gated
-
-
-def session_p_value(
-    new: list[float], golden_mean: float, spread: float, nights: int, lower_is_better: bool
-) -> float:
-    """One-sided p that tonight's mean is worse than the golden's by more than the series'
-    nights differ from each other: both are one session, so their difference has the
-    variance of two nights (2·spread²), on ``nights − 1`` degrees of freedom."""
-    from pytest_llmperf.core.student import t_cdf
-
-    sign = -1.0 if lower_is_better else 1.0
-    tonight = sign * sum(math.log(v) for v in new) / len(new)
-    diff = tonight - sign * math.log(golden_mean)
-    se = math.sqrt(2) * spread
-    if not se > 0:
-        return 0.0 if diff < 0 else 1.0
-    return t_cdf(diff / se, nights - 1)
+    """The verdict with the drift gate's word on it, the line it adds to the message, and how
+    the drift gated the point ("FAIL", "WARN"; None: it did not). A confirmed change since the
+    golden's last recording WARNs beyond the warn margin and FAILs beyond the fail margin, even
+    when tonight passes its golden: a −8 % step or a −2 %-a-night drift never crosses a 15 %
+    fail margin in one night. (The nights' own spread is the verdict's launch spread, see
+    core/verdict.py: a session shifted as far as nights have been shifted before is no FAIL.)"""
+    if not (drift and drift["worse"] and abs(drift["change"]) >= margins.warn):
+        return verdict, [], None
+    # A latency's margins are its rise, a throughput's its fall: |change| either way.
+    fail = abs(drift["change"]) >= margins.fail
+    lines = [drift_line(drift, "fail" if fail else "warn", margins)]
+    if verdict.outcome.passed:
+        outcome = Outcome.FAIL if fail else Outcome.WARN
+        if outcome is Outcome.FAIL or verdict.outcome is not Outcome.WARN:
+            verdict = replace(verdict, outcome=outcome)
+    return verdict, lines, "FAIL" if fail else "WARN"
 
 
 def drift_line(drift: Mapping[str, Any], which: str, margins: Margins) -> str:

@@ -28,6 +28,13 @@ def t_cdf(x: float, dof: float) -> float:
     return float(special.stdtr(dof, x))
 
 
+def f_quantile(p: float, dfn: float, dfd: float) -> float:
+    """The ``p`` quantile of the F distribution (``stats.f.ppf``)."""
+    from scipy import special
+
+    return float(special.fdtri(dfn, dfd, p))
+
+
 def t_sf(x: float, dof: float) -> float:
     """P(T > x) (``stats.t.sf``), from the lower tail of −x so small p keep their digits."""
     return t_cdf(-x, dof)

@@ -1,22 +1,29 @@
 """The statistical verdict of one point against its golden.
 
-On log tok/s, with the golden's raw runs (n0 ≥ 10 recommended) and the candidate's (3, more
-on demand)::
+On log tok/s, with the golden's raw runs and the launches they came from, and tonight's runs
+(2 or 3, more on demand), all from one launch of the server. Two levels of noise: runs vary
+within a launch, and every launch's mean is offset from the server's level (memory layout,
+graph capture, clocks). The golden's mean is the mean of its launches' means, and::
 
-    r      = mean(new) / mean(golden)
-    p_drop = one-sided pooled t-test, new < golden
-    p_gain = one-sided pooled t-test, new > golden
-    lcb    = 99 % lower confidence bound on the ratio
+    d      = mean(log new) − mean of the golden's launch means            (r = e^d, about)
+    var(d) = σ²_between · (1 + 1/L) + σ²_within · (1/n + mean(1/m)/L)
+             (L golden launches of m runs; σ²_between from the golden's launches pooled over
+             the profile's points, or the history's nights, see :class:`LaunchSpread`)
+    p_drop, p_gain, lcb = Student's t on d / √var(d), Satterthwaite degrees of freedom
 
-    FAIL       r ≤ 1 − fail_margin and p_drop < α
-    UNCERTAIN  lcb ≤ 1 − fail_margin: a drop beyond the margin can't be ruled out yet → more runs
-               (3 → 6 → 10); at the last stage FAIL if r ≤ 1 − fail_margin, else WARN (inconclusive)
+    FAIL       r ≤ 1 − fail_margin and p_drop < α: significantly slower by more than the margin,
+               against both levels of noise
+    UNCERTAIN  lcb ≤ 1 − fail_margin and more runs could tell (the within part still matters),
+               or tonight's runs spread far more than the golden's (one run out of line): more
+               runs (3 → 6 → 10) before deciding; at the last stage WARN (inconclusive)
     WARN       r ≤ 1 − warn_margin and p_drop < α           (passes, reported)
     IMPROVED   r ≥ 1 + improve_margin and p_gain < α        (passes, suggests --perf-update)
     PASS       otherwise
 
-The practical margin is what keeps ordinary launch-to-launch drift from failing night after
-night; the test keeps noise from failing a point that only looks slower.
+A FAIL must beat the spread between launches, not only the runs of tonight's; and when
+tonight's runs spread far more than the golden's (an F-test at α), their variance is not pooled
+with the golden's tight one: tonight's own decides (Welch). With one golden launch and no other
+estimate the between part is 0, and the rule is the pooled-variance t-test it was.
 
 How many runs (see :func:`first_stage` and :func:`golden_is_precise`): a run costs GPU time, so
 the first stage is 2 runs when the golden's own spread says 2 already decide (the 99 % bound on
@@ -28,7 +35,8 @@ there once it is that precise, else goes on, a run at a time, to RECORD_MAX_RUNS
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,9 +44,12 @@ from pytest_llmperf.core.format import format_value, signed_percent
 from pytest_llmperf.core.outcome import Outcome
 
 if TYPE_CHECKING:
-    import numpy as np
+    from pytest_llmperf.core.student import TwoSample
 
 ALPHA = 0.01
+#: A FAIL's significance: one false FAIL in 1,000 point-nights where the launches' spread,
+#: not the margin, is what an unchanged server's nights differ by (benchmarks/verdict_power.py).
+FAIL_ALPHA = 0.001
 IMPROVE_MARGIN = 0.10
 #: Candidate runs per stage: a point that is UNCERTAIN gets more runs on the same server.
 STAGES = (3, 6, 10)
@@ -106,6 +117,13 @@ class Verdict:
     #: A latency: the ratio's direction is inverted (above 1 is worse), the p-values and the
     #: bound are about being worse or better, as for throughput.
     lower_is_better: bool = False
+    #: Tonight's runs spread far more than the golden's: one run out of line.
+    out_of_line: bool = False
+    #: The sd of a launch's offset the verdict allowed for (log scale; 0: none).
+    launch_sd: float = 0.0
+    #: The smallest drop that could FAIL at this precision, however many more runs tonight
+    #: (None: more runs would lower it).
+    detectable: float | None = None
 
     @property
     def worse(self) -> bool:
@@ -129,6 +147,64 @@ class Verdict:
         return self.ratio - 1.0
 
 
+@dataclass(frozen=True)
+class LaunchSpread:
+    """How far a launch's mean moves about the server's level: the variance of the offset on
+    the log scale, the degrees of freedom of its estimate, and where it comes from."""
+
+    variance: float
+    dof: float
+    source: str
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(self.variance)
+
+
+#: The degrees of freedom the profile's ``launch_cv`` weighs as, beside what was measured (as
+#: five launches would): two launches of a golden measure their spread on one degree of
+#: freedom a point, and an estimate that happens to come out near 0 would make a night's
+#: verdict overconfident, while one that comes out high on 2 degrees of freedom would leave
+#: no FAIL possible. Twenty nights of a history outweigh it.
+PRIOR_DOF = 4.0
+
+
+def with_prior(measured: LaunchSpread | None, launch_cv: float) -> LaunchSpread:
+    """The launch spread the verdict allows for: the profile's ``launch_cv`` (a prior worth
+    PRIOR_DOF degrees of freedom) pooled with what the golden's launches or the history's
+    nights measured, on their degrees of freedom."""
+    prior = math.log1p(launch_cv) ** 2
+    if measured is None:
+        return LaunchSpread(prior, PRIOR_DOF, f"the profile's launch_cv {launch_cv:g}")
+    dof = PRIOR_DOF + measured.dof
+    variance = (PRIOR_DOF * prior + measured.dof * measured.variance) / dof
+    return LaunchSpread(variance, dof, f"{measured.source} and the profile's launch_cv")
+
+
+def pooled_launch_spread(
+    points: Iterable[Sequence[Sequence[float]]], source: str
+) -> LaunchSpread | None:
+    """The launch-to-launch spread of several points recorded over the same launches (a
+    golden file's levels), pooled: each point's launches are its log values, one list a launch.
+    The variance of the launch means less what the runs within them explain, on the points'
+    pooled degrees of freedom (None: no point has two launches)."""
+    between = dof = 0.0
+    for launches in points:
+        groups = [list(g) for g in launches if g]
+        if len(groups) < 2:
+            continue
+        means = [statistics.fmean(g) for g in groups]
+        within_dof = sum(len(g) - 1 for g in groups)
+        within_ss = sum(sum((x - m) ** 2 for x in g) for g, m in zip(groups, means))
+        within = within_ss / within_dof if within_dof else 0.0
+        explained = within * statistics.fmean(1 / len(g) for g in groups)
+        between += (len(groups) - 1) * (statistics.variance(means) - explained)
+        dof += len(groups) - 1
+    if not dof:
+        return None
+    return LaunchSpread(max(0.0, between / dof), dof, source)
+
+
 def decide(
     new: Sequence[float],
     golden: Sequence[float],
@@ -137,48 +213,51 @@ def decide(
     warn_margin: float,
     improve_margin: float = IMPROVE_MARGIN,
     alpha: float = ALPHA,
+    fail_alpha: float = FAIL_ALPHA,
     last_stage: bool = False,
     lower_is_better: bool = False,
+    launches: Sequence[str | None] | None = None,
+    spread: LaunchSpread | None = None,
 ) -> Verdict:
-    """The verdict for candidate runs ``new`` against golden runs ``golden`` (all > 0).
+    """The verdict for candidate runs ``new`` (one launch) against golden runs ``golden``
+    (all > 0), whose ``launches`` name the launch each came from, with the launch-to-launch
+    ``spread`` (None: none allowed for).
 
     ``lower_is_better`` (a latency): the same rule on the inverted figure, with the margins
     read as the latency's rise: a fail margin of 15 % fails a point that is significantly more
     than 15 % slower (ratio ≥ 1.15), and a latency at least 10 % down is IMPROVED."""
-    import numpy as np  # lazily: importing the plugin must stay cheap
+    from pytest_llmperf.core.student import t_quantile
 
     sign = -1.0 if lower_is_better else 1.0
-    ln = sign * np.log(np.asarray(new, dtype=float))
-    lg = sign * np.log(np.asarray(golden, dtype=float))
-    ratio = float(np.mean(new) / np.mean(golden))
+    ratio = statistics.fmean(new) / statistics.fmean(golden)
     # On "goodness" (above 1 is better) both directions share one rule.
     good = 1.0 / ratio if lower_is_better else ratio
-    p_drop, p_gain, lcb = _one_sided(ln, lg, alpha)
+    logs = [sign * math.log(v) for v in new]
+    test, out_of_line, limit = _two_level(logs, _by_launch(golden, launches, sign), spread)
+    p_drop, p_gain = test.p_less(), test.p_greater()
+    lcb = math.exp(test.lower_bound(1.0 - alpha))
     if lower_is_better:
         floor, warn_floor = 1.0 / (1.0 + fail_margin), 1.0 / (1.0 + warn_margin)
         ceiling = 1.0 / (1.0 - improve_margin)
     else:
         floor, warn_floor, ceiling = 1.0 - fail_margin, 1.0 - warn_margin, 1.0 + improve_margin
+    # However many runs tonight adds, the launches' part of the noise stays.
+    detectable = None
+    if limit is not None and limit.testable:
+        detectable = 1.0 - math.exp(-t_quantile(1.0 - alpha, limit.dof) * limit.se)
+    runs_can_tell = detectable is None or math.exp(test.diff) * (1 - detectable) > floor
 
     def verdict(outcome: Outcome, inconclusive: bool = False) -> Verdict:
         return Verdict(
-            outcome,
-            ratio,
-            p_drop,
-            p_gain,
-            lcb,
-            len(new),
-            len(golden),
-            inconclusive,
-            lower_is_better,
-        )
+            outcome, ratio, p_drop, p_gain, lcb, len(new), len(golden), inconclusive,
+            lower_is_better, out_of_line, spread.sd if spread else 0.0, detectable,
+        )  # fmt: skip
 
-    if good <= floor and p_drop < alpha:
+    waits = not last_stage and out_of_line  # one run out of line: more runs first
+    if good <= floor and p_drop < fail_alpha and not waits:
         return verdict(Outcome.FAIL)
-    if lcb <= floor:
-        if not last_stage:
-            return verdict(Outcome.UNCERTAIN)
-        return verdict(Outcome.FAIL) if good <= floor else verdict(Outcome.WARN, inconclusive=True)
+    if (lcb <= floor and runs_can_tell) or (waits and lcb <= warn_floor):
+        return verdict(Outcome.UNCERTAIN if not last_stage else Outcome.WARN, last_stage)
     if good <= warn_floor and p_drop < alpha:
         return verdict(Outcome.WARN)
     if good >= ceiling and p_gain < alpha:
@@ -186,17 +265,67 @@ def decide(
     return verdict(Outcome.PASS)
 
 
-def _one_sided(ln: np.ndarray, lg: np.ndarray, alpha: float) -> tuple[float, float, float]:
-    """p(new < golden), p(new > golden) and the (1 − α) lower bound on the ratio of means,
-    from a pooled-variance t-test on logs. A side of one run, or identical runs on both sides
-    (no spread), are decided by the means alone."""
-    from pytest_llmperf.core import student
+def _by_launch(
+    golden: Sequence[float], launches: Sequence[str | None] | None, sign: float
+) -> list[list[float]]:
+    """The golden's log values, one list a launch (all one launch when none are named)."""
+    groups: dict[str | None, list[float]] = {}
+    for k, value in enumerate(golden):
+        launch = launches[k] if launches is not None and k < len(launches) else None
+        groups.setdefault(launch, []).append(sign * math.log(value))
+    return list(groups.values())
 
-    if len(ln) < 2 or len(lg) < 2:
-        test = student.TwoSample(float(ln.mean() - lg.mean()), 0.0, len(ln) + len(lg) - 2)
+
+def _two_level(
+    new: list[float], golden: list[list[float]], spread: LaunchSpread | None
+) -> tuple[TwoSample, bool, TwoSample | None]:
+    """Tonight's runs against the golden's launches (see the module's docstring): the test,
+    whether tonight's runs spread far more than the golden's (one run out of line), and the
+    test as it would be with endless runs tonight (None: no launch spread to limit it)."""
+    from pytest_llmperf.core.student import TwoSample, f_quantile
+
+    n, lengths = len(new), [len(g) for g in golden]
+    launch_count = len(golden)
+    new_mean = statistics.fmean(new)
+    golden_mean = statistics.fmean(statistics.fmean(g) for g in golden)
+    diff = new_mean - golden_mean
+    within_dof = sum(m - 1 for m in lengths)
+    within_ss = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in golden)
+    new_ss = sum((x - new_mean) ** 2 for x in new)
+    within = within_ss / within_dof if within_dof else 0.0
+    new_var = new_ss / (n - 1) if n > 1 else 0.0
+    out_of_line = (
+        n > 1 and within_dof > 0 and new_var > within * f_quantile(1 - ALPHA, n - 1, within_dof)
+    )
+    if n < 2 or within_dof < 1:
+        # A side of one run: decided by the means alone (no spread to test against).
+        return TwoSample(diff, 0.0, max(1.0, float(n + sum(lengths) - 2))), False, None
+    harmonic = statistics.fmean(1 / m for m in lengths) / launch_count
+    parts: list[tuple[float, float]] = []  # (variance of d it adds, its degrees of freedom)
+    if out_of_line:  # tonight's own spread, not pooled with the golden's tight one (Welch)
+        parts += [(new_var / n, n - 1), (within * harmonic, within_dof)]
     else:
-        test = student.pooled(ln.tolist(), lg.tolist())
-    return test.p_less(), test.p_greater(), math.exp(test.lower_bound(1.0 - alpha))
+        pooled = (new_ss + within_ss) / (n - 1 + within_dof)
+        parts.append((pooled * (1 / n + harmonic), n - 1 + within_dof))
+    between = spread.variance if spread is not None else 0.0
+    if between > 0 and spread is not None:
+        parts.append((between * (1 + 1 / launch_count), spread.dof))
+    test = _combined(diff, parts)
+    rest = [(within * harmonic, within_dof)] + (
+        [(between * (1 + 1 / launch_count), spread.dof)] if between > 0 and spread else []
+    )
+    return test, out_of_line, _combined(diff, rest) if between > 0 else None
+
+
+def _combined(diff: float, parts: list[tuple[float, float]]) -> TwoSample:
+    """A t statistic whose variance is the sum of ``parts``, each estimated on its own degrees
+    of freedom: the Welch-Satterthwaite degrees of freedom."""
+    from pytest_llmperf.core.student import TwoSample
+
+    variance = sum(v for v, _ in parts)
+    denominator = sum(v * v / dof for v, dof in parts if dof > 0)
+    dof = variance * variance / denominator if denominator > 0 else math.inf
+    return TwoSample(diff, math.sqrt(variance), dof)
 
 
 def describe(
@@ -221,13 +350,23 @@ def describe(
 
 def _why(v: Verdict, fail_margin: float, warn_margin: float | None) -> str:
     fail = f"{fail_margin * 100:g} %"
+    launches = (
+        f"; this server's launches differ by {v.launch_sd * 100:.1f} % (sd), so a drop under "
+        f"{v.detectable * 100:.0f} % cannot FAIL it"
+        if v.detectable is not None and v.detectable > fail_margin
+        else ""
+    )
     if v.outcome is Outcome.FAIL:
         return f"significantly slower by more than the {fail} fail margin"
     if v.outcome is Outcome.WARN and v.inconclusive:
-        return f"a drop beyond the {fail} fail margin could not be ruled out after the last stage of runs"
+        spread = ", tonight's runs spreading far more than the golden's" if v.out_of_line else ""
+        return (
+            f"a drop beyond the {fail} fail margin could not be ruled out after the last stage "
+            f"of runs{spread}"
+        )
     if v.outcome is Outcome.WARN:
         warn = f"the {warn_margin * 100:g} % warn margin" if warn_margin else "the warn margin"
-        return f"significantly slower by more than {warn}, within the {fail} fail margin"
+        return f"significantly slower by more than {warn}, within the {fail} fail margin{launches}"
     if v.outcome is Outcome.IMPROVED:
         return f"significantly faster by more than {IMPROVE_MARGIN * 100:g} %: refresh the golden"
-    return f"within the margins (fails at {fail})"
+    return f"within the margins (fails at {fail}){launches}"

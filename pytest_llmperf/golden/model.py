@@ -14,10 +14,13 @@ newer plugin loses nothing when an older one pools into it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+from pytest_llmperf.core.verdict import LaunchSpread, pooled_launch_spread
 
 SCHEMA_VERSION = 1
 _RUN_KEYS = ("value", "launch_id", "requests", "output_tokens", "accept_length", "recorded")
@@ -173,6 +176,18 @@ class GoldenFile:
 
     def point(self, key: str) -> GoldenPoint | None:
         return self.points.get(key)
+
+    def launch_spread(self, metric: str) -> LaunchSpread | None:
+        """How far this server's launches differ for ``metric``, pooled over every point of the
+        file that has runs of two launches or more (they share their launches)."""
+        points = []
+        for point in self.points.values():
+            if point.metric == metric:
+                by_launch: dict[str | None, list[float]] = {}
+                for run in point.runs:
+                    by_launch.setdefault(run.launch_id, []).append(math.log(run.value))
+                points.append(list(by_launch.values()))
+        return pooled_launch_spread(points, "the golden's launches")
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GoldenFile:

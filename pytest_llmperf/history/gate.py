@@ -1,8 +1,8 @@
-"""What the history adds to a point's verdict: the facts of its stored series (the nights'
-spread, tonight's values, the drift since the golden's last recording, :meth:`Series.drift`),
-judged by :func:`pytest_llmperf.core.judgement.with_history`: the drift gate and the
-night-to-night noise. Only change points after the golden's last recording count:
-re-recording a golden is how a user accepts a new level.
+"""What the history adds to a point's verdict: its stored nights' spread, which is the
+verdict's launch spread (:func:`night_spread`: the nights are the launches), and the drift
+since the golden's last recording (:meth:`Series.drift`), judged by
+:func:`pytest_llmperf.core.judgement.with_drift`. Only change points after the golden's last
+recording count: re-recording a golden is how a user accepts a new level.
 
 A new user with no history (fewer than MIN_NIGHTS nights) keeps the golden's gate alone.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmperf.core.judgement import SeriesFacts, with_history
+from pytest_llmperf.core.judgement import with_drift
 from pytest_llmperf.core.points import Point, unrecordable
-from pytest_llmperf.core.verdict import Margins, Verdict
+from pytest_llmperf.core.verdict import LaunchSpread, Margins, Verdict
 from pytest_llmperf.history.series import Night, Series, build
 
 if TYPE_CHECKING:
@@ -63,20 +63,29 @@ def golden_recorded_at(history: Any) -> float | None:
         return None
 
 
-def judge(
-    series: Series, result: Verdict, margins: Margins, golden_mean: float, since: float | None
-) -> tuple[Verdict, list[str], dict[str, Any]]:
-    """The verdict with the history's word on it (core/judgement.py's rule, on what the series
-    says), the lines it adds to the message, and the point's ``history`` summary."""
-    history = summary(series, since)
-    history["golden_verdict"] = result.outcome.value  # what the golden alone said
+def night_spread(series: Series) -> LaunchSpread | None:
+    """The stored nights' spread (tonight's left out) as the verdict's launch spread: with a
+    history the nights are the launches. Since the last change point, at most SPREAD_NIGHTS,
+    from MIN_NIGHTS on (None: fewer)."""
     stored = Series(
         series.profile, series.key, series.metric, series.lower_is_better, series.nights[:-1]
     )
-    facts = SeriesFacts(
-        series.nights[-1].values, stored.spread(), history["drift"], series.lower_is_better
-    )
-    result, lines, gated = with_history(result, facts, margins, golden_mean)
+    found = stored.spread()
+    if found is None:
+        return None
+    sd, nights = found
+    return LaunchSpread(sd * sd, nights - 1, f"the history's last {nights} nights")
+
+
+def judge(
+    series: Series, result: Verdict, margins: Margins, since: float | None
+) -> tuple[Verdict, list[str], dict[str, Any]]:
+    """The verdict with the drift gate's word on it (core/judgement.py's rule, on the series'
+    drift since the golden's last recording), the lines it adds to the message, and the point's
+    ``history`` summary."""
+    history = summary(series, since)
+    history["golden_verdict"] = result.outcome.value  # what the golden alone said
+    result, lines, gated = with_drift(result, history["drift"], margins)
     if gated is not None:
         history["drift"]["gated"] = gated  # the summary and the table say so
     return result, lines, history

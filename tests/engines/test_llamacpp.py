@@ -6,6 +6,7 @@ LLMPERF_REQUIRE_LLAMA=1 (then a missing engine fails).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,7 +23,14 @@ from pytest_llmperf.servers.lifecycle import (
     free_port,
     wait_for_health,
 )
-from tests.helpers import THROUGHPUT_SUITE, Throttle, processes_with, require_llama
+from tests.helpers import (
+    THROUGHPUT_SUITE,
+    Throttle,
+    ThrottleEach,
+    processes_with,
+    project_with,
+    require_llama,
+)
 from tests.shipped import run_the_suite
 
 REPO = Path(__file__).resolve().parents[2]
@@ -220,3 +228,66 @@ def test_the_shipped_suite_records_then_passes_on_llamacpp_smollm2(
             assert run["in_flight_while_sending"] > 0.9 * point["concurrency"]
     # Attached: the plugin leaves the server it did not start running (one, the fixture's).
     assert len(processes_with("SmolLM2-135M")) == 1
+
+
+def nightly_profile(llama_profile) -> str:
+    """The shipped llama.cpp profile, launched by the plugin (its record_launches default, 2),
+    in the short form of the suite a nightly gate can afford here: two levels, the throughput
+    test, 32-token requests (a run of about 2.5 s spans five throttle periods)."""
+    args = ", ".join(f'"{a}"' for a in llama_profile.args)
+    return f"""
+    [profiles.nightly]
+    engine = "llamacpp"
+    binary = "{REPO / ".llama/build/bin/llama-server"}"
+    model = "{REPO / ".llama/models/SmolLM2-135M-Instruct.Q4_1.gguf"}"
+    args = [{args}]
+    api = "openai"
+    concurrency = [1, 2]
+    runs = 3
+    output_len = 32
+    min_requests = 6
+    fail_margin = {llama_profile.fail_margin}
+    warn_margin = {llama_profile.warn_margin}
+    launch_cv = {llama_profile.launch_cv}
+    ready_timeout_s = 60
+    shutdown_timeout_s = 10
+    extra_body = {{ cache_prompt = false }}
+    """
+
+
+#: The independent-server test's throttle. Measured here (AMD family 26 model 2, C = 1, 32-token
+#: requests, an attached server): a stop share of 0.2 cost 20 % of its tok/s, 0.3 24 %, 0.45
+#: 40 %; a server the plugin launched lost 58-64 % at 0.45 and 32-45 % at 0.3. With launches
+#: that differ by 8 % and a golden of two, the verdict cannot tell a 25 % fall from a bad
+#: launch at one in a thousand (docs/explanation/statistics.md): 0.3 FAILed 3 of 3 once.
+THROTTLE_SHARE = 0.45
+
+
+def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_30_percent_collapse_fails(
+    pytester, llama_profile, llama_server
+):
+    """The nightly's own flow, each session a fresh launch of llama-server by the plugin: a
+    golden recorded over the profile's two launches, then three unchanged launches gated
+    against it (none FAILs: the verdict allows for how far launches differ), then three
+    launches slowed from outside (THROTTLE_SHARE), each of which FAILs."""
+    project_with(pytester, nightly_profile(llama_profile), THROUGHPUT_SUITE)
+    args = ("--llm-profile", "nightly", "-p", "no:randomly")
+    recorded = pytester.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "5")
+    recorded.assert_outcomes(passed=4)  # two levels, two launches
+    golden = json.loads(next((pytester.path / "baselines" / "nightly").glob("*.json")).read_text())
+    for point in golden["points"].values():
+        assert len({run["launch_id"] for run in point["runs"]}) == 2, point["runs"]
+    figures = []
+    for _ in range(3):
+        unchanged = pytester.runpytest_subprocess(*args)
+        figures += [line for line in unchanged.outlines if line.startswith("nightly ")]
+        assert unchanged.ret == 0, "\n".join(unchanged.outlines[-30:])
+        unchanged.assert_outcomes(passed=2)
+    for _ in range(3):
+        with ThrottleEach("SmolLM2-135M", THROTTLE_SHARE, ignore=(llama_server.pid,)) as throttled:
+            slowed = pytester.runpytest_subprocess(*args)
+        figures += [line for line in slowed.outlines if line.startswith("nightly ")]
+        assert throttled.throttles, "the launched llama-server was never throttled"
+        slowed.stdout.fnmatch_lines(["*nightly C=*FAIL: significantly slower*"])
+        assert slowed.ret == 1
+    print("\n".join(figures))  # shown with -s: every night's verdicts

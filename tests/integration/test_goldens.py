@@ -309,3 +309,34 @@ def test_a_moved_test_file_carries_its_goldens_with_perf_rename(pytester, projec
     pytester.runpytest().assert_outcomes(passed=2)
     bad = pytester.runpytest("--perf-rename", "test_perf.py")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_recording_launches_the_server_twice_and_the_golden_keeps_each_launch(pytester, project):
+    """--perf-update on a launched server: record_launches (2 by default) launches, one after
+    the other, whose runs join one golden, each tagged with its launch; the plan says so, and a
+    gate afterwards judges one launch against both."""
+    planned = pytester.runpytest(
+        "--perf-update", "--perf-update-launches", "profile", "--perf-plan"
+    )
+    planned.stdout.fnmatch_lines(
+        ["  sim-base@launch2: C = 1, 4; *", "  total: * (2 server launches*"]
+    )
+    recorded = pytester.runpytest(
+        "--perf-update", "--perf-update-launches", "profile", "--perf-update-runs", "3"
+    )
+    recorded.assert_outcomes(passed=4)
+    recorded.stdout.fnmatch_lines(["*recorded test_perf.py::test_output_throughput?C=1?: * n=6)"])
+    path, data = golden(pytester)
+    for point in data["points"].values():
+        assert len(point["runs"]) == 6
+        assert len({r["launch_id"] for r in point["runs"]}) == 2
+        assert len(point["history"]) == 1 and len(point["history"][0]["launches"]) == 2
+    assert (
+        data["profile"] == "sim-base"
+        and not (pytester.path / "baselines" / "sim-base@launch2").exists()
+    )
+    gated = pytester.runpytest("--perf-json", "results.json")
+    gated.assert_outcomes(passed=2)
+    points = json.loads((pytester.path / "results.json").read_text())["points"]
+    assert {p["profile"] for p in points} == {"sim-base"}
+    assert all(p["golden"]["n"] == 6 for p in points)
