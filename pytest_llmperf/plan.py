@@ -144,8 +144,13 @@ def lines(
     else:
         launches = len({p.profile for p in plans})
         out.append(
-            f"  total: about {duration(total)} of measurement{note} ({launches} server "
-            f"launch{'es' if launches != 1 else ''}, their loads not included)"
+            f"  total: about {duration(total)} of measurement{note} ("
+            + (
+                "1 server launch, its load"
+                if launches == 1
+                else f"{launches} server launches, their loads"
+            )
+            + " not included)"
         )
     return out
 

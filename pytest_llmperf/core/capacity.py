@@ -10,7 +10,9 @@ hold, so the capacity is the highest rate that holds *with significance*.
 The search is on log-rate: bracket first (double or halve from the start until one rate holds
 and one does not), then bisect the bracket's logs until its ends are within ``resolution`` of
 each other. The result is that bracket: ``low`` held, ``high`` did not, and ``max_rate`` is
-their geometric mean. TTFT and e2e count from the scheduled arrival (core/open_loop_figures.py).
+``low``. A rate at or above what the server completed while it could not keep up (the service
+ceiling, :func:`service_ceiling`) never holds, whatever its window showed. TTFT and e2e count
+from the scheduled arrival (core/open_loop_figures.py).
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ def judge(runs: Sequence[RunMetrics], slo: Mapping[str, float], percentile: floa
     for key, limit in slo.items():
         values = [getattr(r, key).get(q, math.nan) for r in runs]
         if not values or not all(math.isfinite(v) and v > 0 for v in values):
-            return ProbeResult(False, f"{key} {q} not measured")
+            # Said, and the probe gets its next stage of runs: never counted as a miss unsaid.
+            missing = sum(1 for v in values if not (math.isfinite(v) and v > 0))
+            return ProbeResult(None, f"{key} {q} not measured in {missing} of {len(runs)} run(s)")
         logs = [math.log(v / limit) for v in values]
         mean = sum(logs) / len(logs)
         shown = f"{key} {q} {sum(values) / len(values) * 1e3:,.1f} ms vs {limit * 1e3:,.1f} ms"
@@ -77,6 +81,28 @@ def judge(runs: Sequence[RunMetrics], slo: Mapping[str, float], percentile: floa
     if undecided:
         return ProbeResult(None, "cannot tell: " + "; ".join(undecided))
     return ProbeResult(True, "every limit met")
+
+
+def lag_cannot_explain(
+    runs: Sequence[RunMetrics], slo: Mapping[str, float], percentile: float
+) -> bool:
+    """Whether runs whose client sent late still decide their probe: one that held met the SLO
+    with the lag counted in (TTFT and e2e count from the scheduled arrival, so a late send only
+    adds to them), and one whose every run broke a limit by more than its client's latest send
+    broke it whatever the client did (a FIFO server's departures move by at most the lag)."""
+    if judge(runs, slo, percentile).held:
+        return True
+    q = PERCENTILES[percentile]
+    for key, limit in slo.items():
+        over = [
+            getattr(r, key).get(q, math.nan)
+            - limit
+            - ((r.open_loop or {}).get("lag_s") or {}).get("max", math.inf)
+            for r in runs
+        ]
+        if over and all(math.isfinite(x) and x > 0 for x in over):
+            return True
+    return False
 
 
 @dataclass
@@ -103,9 +129,9 @@ class Capacity:
 
     @property
     def max_rate(self) -> float | None:
-        if self.low is None or self.high is None:
-            return self.low
-        return math.sqrt(self.low * self.high)
+        """The capacity reported: the highest rate that held (never the bracket's middle, which
+        may lie above the rate at which the server's queue starts to grow)."""
+        return self.low
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,6 +147,28 @@ class Capacity:
 
 #: ``measure(rate, runs)``: runs more runs at ``rate`` (appending to that rate's earlier ones).
 Measure = Callable[[float, int], Sequence[RunMetrics]]
+#: One-sided 99 % normal quantile: the service ceiling is a lower bound at that confidence.
+Z_99 = 2.326
+
+
+def service_ceiling(runs: Sequence[RunMetrics]) -> float | None:
+    """The request rate the server completed while it could not keep up (runs whose backlog
+    grew), as a one-sided 99 % lower bound: no arrival rate at or above it can be sustained,
+    whatever a short window's SLO says (a queue 2 % over capacity grows by a few requests a
+    second, which neither a window's percentiles nor its backlog rule see). A saturated
+    server's completions are regular, so the bound's error is the saturated runs' spread, and
+    at least one request over all their time (a window's edges). None: no run saturated it."""
+    rates, seconds = [], 0.0
+    for run in runs:
+        info = run.open_loop or {}
+        if not run.sustainable and info.get("completed_req_s") and run.duration_s > 0:
+            rates.append(float(info["completed_req_s"]))
+            seconds += run.duration_s
+    if not rates:
+        return None
+    mean = sum(rates) / len(rates)
+    sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)) if len(rates) > 1 else 0
+    return max(0.0, mean - Z_99 * max(sd / math.sqrt(len(rates)), 1.0 / seconds))
 
 
 def search(
@@ -135,6 +183,7 @@ def search(
 ) -> Capacity:
     """Bracket, then bisect on log-rate, deciding each probe with :func:`judge`."""
     result = Capacity(profile, None, None, slo=dict(slo), percentile=percentile)
+    measured: list[RunMetrics] = []  # every probe's runs, for the service ceiling
 
     def holds(rate: float) -> bool:
         runs: Sequence[RunMetrics] = ()
@@ -144,39 +193,53 @@ def search(
             judgement = judge(runs, slo, percentile)
             if judgement.held is not None:
                 break
-        held = bool(judgement.held)
-        result.probes.append(Probe(rate, held, len(runs), judgement.why))
+        measured.extend(runs)
+        held, why = bool(judgement.held), judgement.why
+        ceiling = service_ceiling(measured)
+        if held and ceiling is not None and rate >= ceiling:
+            held, why = False, _above(ceiling)
+        result.probes.append(Probe(rate, held, len(runs), why))
         return held
 
-    rate = start
-    if holds(rate):
-        result.low = rate
-        while len(result.probes) < max_probes:
-            rate *= 2
-            if not holds(rate):
-                result.high = rate
-                break
-            result.low = rate
-    else:
-        result.high = rate
-        while len(result.probes) < max_probes and rate > start / 2**MAX_HALVINGS:
-            rate /= 2
-            if holds(rate):
-                result.low = rate
-                break
-            result.high = rate
-    while (
-        result.low is not None
-        and result.high is not None
-        and result.high / result.low > 1 + resolution
-        and len(result.probes) < max_probes
-    ):
-        mid = math.sqrt(result.low * result.high)
-        if holds(mid):
-            result.low = mid
+    holds(start)
+    while True:
+        _rebracket(result, service_ceiling(measured))
+        low, high = result.low, result.high
+        if len(result.probes) >= max_probes:
+            return result
+        if low is None:  # halve until a rate holds (a bounded number of times)
+            if high is None or high <= start / 2**MAX_HALVINGS:
+                return result
+            holds(high / 2)
+        elif high is None:  # double until one does not
+            holds(low * 2)
+        elif high / low <= 1 + resolution:
+            return result
         else:
-            result.high = mid
-    return result
+            holds(math.sqrt(low * high))
+
+
+def _above(ceiling: float) -> str:
+    return (
+        f"at or above the {ceiling:.2f} requests/s the server completed while it could not keep "
+        "up (99 % lower bound): its queue grows"
+    )
+
+
+def _rebracket(result: Capacity, ceiling: float | None) -> None:
+    """The bracket from every probe so far: ``low`` the highest rate that held below the service
+    ceiling (a probe held before a later one showed the ceiling is withdrawn, and says so),
+    ``high`` the lowest rate above it that did not."""
+    if ceiling is not None:
+        for k, probe in enumerate(result.probes):
+            if probe.held and probe.rate >= ceiling:
+                result.probes[k] = replace(probe, held=False, why=_above(ceiling))
+    held = [p.rate for p in result.probes if p.held]
+    result.low = max(held) if held else None
+    above = [
+        p.rate for p in result.probes if not p.held and (result.low is None or p.rate > result.low)
+    ]
+    result.high = min(above) if above else None
 
 
 @dataclass(kw_only=True)

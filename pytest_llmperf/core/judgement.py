@@ -114,12 +114,17 @@ def not_gated_for_too_few_values(
     verdict: Verdict, few: int, needed: int, q: str
 ) -> tuple[Verdict, str]:
     """A percentile whose runs had too few values to estimate it is reported, never failed:
-    one slow request moves such a "p99" by all of its value. A significant move is a WARN; one
-    the runs cannot tell from noise passes."""
-    why = (
+    one slow request moves such a "p99" by all of its value."""
+    return not_gated(
+        verdict,
         f"reported, not gated (a run had only {few} values, too few for a {q}, which needs "
-        f"{needed}; lengthen window_s or min_requests to gate it)"
+        f"{needed}; lengthen window_s or min_requests to gate it)",
     )
+
+
+def not_gated(verdict: Verdict, why: str) -> tuple[Verdict, str]:
+    """A figure that says something of the point but cannot fail it (``why`` says what): a
+    significant move is a WARN; one the runs cannot tell from noise passes."""
     if verdict.inconclusive or verdict.outcome is Outcome.UNCERTAIN:
         return replace(verdict, outcome=Outcome.PASS, inconclusive=False), why
     if verdict.outcome is Outcome.FAIL:

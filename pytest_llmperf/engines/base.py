@@ -77,6 +77,9 @@ class Engine:
     routable: ClassVar[bool] = False
     #: Whether it runs one model over several nodes, one rank each (``launcher = "srun"``).
     multi_node: ClassVar[bool] = False
+    #: Whether its latencies are the host's rather than the server's (a simulation's
+    #: milliseconds of Python scheduling): gated only against goldens of the same host.
+    latency_is_the_hosts: ClassVar[bool] = False
 
     # -- the profile ------------------------------------------------------------------------
 

@@ -123,6 +123,8 @@ def take(
         "packages": installed_versions(),
         **hardware_probe.nvidia_versions(),
         **(hardware_probe.soft_facts() if "cpu_arch" in hardware else {}),
+        # The host the client (and a simulated engine) ran on, whatever the hardware key.
+        "host": hardware_probe.cpu_facts()["key"],
     }
     return Fingerprint(hard, {k: v for k, v in soft.items() if v not in (None, {})}, profile_keys)
 

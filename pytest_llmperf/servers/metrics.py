@@ -33,6 +33,8 @@ COUNTERS = {
     "sglang:num_aborted_requests_total": "aborted_requests",
     "sglang:queue_time_seconds_sum": "queue_time_s_sum",
     "sglang:queue_time_seconds_count": "queue_time_count",
+    # The simulated engine's self-check (pytest_llmperf/sim/engine.py): its timeline's slip.
+    "sglang:sim_behind_schedule_seconds_total": "behind_schedule_s",
     "llamacpp:tokens_predicted_total": "generated_tokens",
     "llamacpp:prompt_tokens_total": "prompt_tokens",
     "llamacpp:n_decode_total": "decode_calls",

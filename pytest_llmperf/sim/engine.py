@@ -90,6 +90,9 @@ class Engine:
         self.generation_tokens_total = 0
         self.spec_verify_total = 0
         self.spec_tokens_total = 0  # tokens produced by verified steps (accept length numerator)
+        #: The time the simulated timeline slipped while busy: steps this host ran so late that
+        #: the schedule was given up (the self-check that tells the host's speed from the model's).
+        self.behind_schedule_s_total = 0.0
         self.last_gen_throughput = 0.0
         self._window_tokens = 0
         self._window_start = 0.0
@@ -146,8 +149,13 @@ class Engine:
                     batch, self.spec.num_steps, self.spec.num_draft_tokens
                 )
             now = loop.time()
-            if deadline is None or deadline < now - max(step_s, MAX_LATENESS_S):
-                deadline = now  # idle, or so far behind that catching up would be a long burst
+            if deadline is not None and deadline < now - max(step_s, MAX_LATENESS_S):
+                # So far behind that catching up would be a long burst: the host, not the
+                # model, set this step's pace, and the modelled figures lose that much time.
+                self.behind_schedule_s_total += now - deadline
+                deadline = now
+            elif deadline is None:
+                deadline = now  # idle until now
             deadline += step_s
             delay = deadline - loop.time()
             await asyncio.sleep(delay if delay > 0 else 0)

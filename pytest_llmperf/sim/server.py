@@ -380,6 +380,9 @@ class SimServer:
             f"sglang:generation_tokens_total{labels} {e.generation_tokens_total}",
             "# TYPE sglang:num_requests_total counter",
             f"sglang:num_requests_total{labels} {e.requests_total}",
+            # The simulation's own: SGLang has no such counter.
+            "# TYPE sglang:sim_behind_schedule_seconds_total counter",
+            f"sglang:sim_behind_schedule_seconds_total{labels} {e.behind_schedule_s_total}",
         ]
         if e.avg_spec_accept_length is not None:
             lines += [

@@ -175,6 +175,28 @@ def test_the_capacity_under_an_slo_brackets_the_queue_s_truth(queue):
     assert found.low * 0.85 <= truth <= found.high * 1.15
 
 
+def test_a_capacity_is_never_above_the_rate_the_queue_can_serve(queue):
+    """The issue's case on a real queue of known capacity (2 slots of 64 ms: 31.25 requests/s)
+    with an SLO so loose (e2e p90 1.5 s) that only the queue's growth can break it: started at
+    1.02 × the capacity, where a short window's figures and backlog look fine, the search
+    reports a capacity below it, and every probe at or above it says it did not hold."""
+    capacity = 2 / SERVICE_S
+    made: dict[float, list] = {}
+    calls = [0]
+
+    def measure_at(rate: float, runs: int):
+        calls[0] += 1
+        for run in run_at(queue.url, rate, runs=runs, window_s=1.5, salt=calls[0]):
+            made.setdefault(rate, []).append(summarize_run(run, TOKENS))
+        return made[rate]
+
+    found = search("paced", measure_at, {"e2e_s": 1.5}, 90, 1.02 * capacity)
+    print([(round(p.rate, 2), p.held, p.why) for p in found.probes])
+    assert found.max_rate is not None and found.max_rate < capacity
+    assert all(not p.held for p in found.probes if p.rate >= capacity)
+    assert found.probes[0].rate == pytest.approx(1.02 * capacity) and not found.probes[0].held
+
+
 RATE_SUITE = """
 def test_rate_latency(llmperf, llm_request_rate):
     point = llmperf.measure(rate=llm_request_rate)

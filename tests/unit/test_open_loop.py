@@ -4,6 +4,7 @@ servers in tests/integration/test_open_loop.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import statistics
@@ -75,7 +76,9 @@ def test_a_bad_arrival_process_is_refused_with_what_is_allowed(kwargs, message):
         Arrivals(**kwargs)
 
 
-def run_metrics(e2e_p90: float, sustainable: bool = True) -> RunMetrics:
+def run_metrics(
+    e2e_p90: float, sustainable: bool = True, completed_req_s: float | None = None
+) -> RunMetrics:
     """A run whose only figure that matters is its e2e p90 (and whether it kept up)."""
     dist = {"mean": e2e_p90, "p50": e2e_p90, "p90": e2e_p90, "p99": e2e_p90, "n": 50}
     return RunMetrics(
@@ -83,7 +86,7 @@ def run_metrics(e2e_p90: float, sustainable: bool = True) -> RunMetrics:
         output_tok_s=1000.0, request_tok_s=dist, ttft_s=dist, itl_s=dist, tpot_s=dist, e2e_s=dist,
         accept_length=None, achieved_concurrency=1.0, in_flight_while_sending=1.0,
         client_gap_s=0.0, loop_lag_s=dist, client_cpu_fraction=0.1,
-        open_loop={"sustainable": sustainable},
+        open_loop={"sustainable": sustainable, "completed_req_s": completed_req_s},
     )  # fmt: skip
 
 
@@ -107,7 +110,9 @@ def queue_server(capacity: float, limit: float, noise: float, seed: int = 0):
         calls.append((rate, runs))
         for _ in range(runs):
             if rate >= capacity:
-                made.setdefault(rate, []).append(run_metrics(10.0, sustainable=False))
+                # Saturated: it completes what it can, with a request's jitter per window.
+                done = capacity * (1 + rng.gauss(0, 0.01))
+                made.setdefault(rate, []).append(run_metrics(10.0, False, done))
                 continue
             # p90 of an exponential sojourn with rate (capacity - rate), in seconds.
             p90 = math.log(10) / (capacity - rate) * math.exp(rng.gauss(0, noise))
@@ -127,8 +132,66 @@ def test_the_search_brackets_the_true_capacity_from_any_start(start):
     assert found.high / found.low <= 1.10 + 1e-9
     # The bracket holds the truth, or misses it by less than the noise of a probe near it.
     assert found.low * 0.95 <= truth <= found.high * 1.05, (found.low, truth, found.high)
-    assert found.max_rate == pytest.approx(math.sqrt(found.low * found.high))
+    assert found.max_rate == found.low  # never the bracket's middle
     assert len(found.probes) == len({rate for rate, _ in calls}) <= 12
+
+
+def slowly_growing_queue(capacity: float, grows_unseen: float):
+    """The issue's server: up to ``grows_unseen`` × its capacity, a short window shows a queue
+    that meets the SLO and whose backlog rule holds (it grows by a few requests a second);
+    beyond, it is plainly saturated and completes ``capacity`` requests/s."""
+    rng = random.Random(1)
+    made: dict[float, list[RunMetrics]] = {}
+
+    def measure(rate: float, runs: int) -> list[RunMetrics]:
+        for _ in range(runs):
+            if rate >= capacity * grows_unseen:
+                done = capacity * (1 + rng.gauss(0, 0.01))
+                made.setdefault(rate, []).append(run_metrics(10.0, False, done))
+            else:
+                p90 = 0.5 * rate / capacity * math.exp(rng.gauss(0, 0.03))
+                made.setdefault(rate, []).append(run_metrics(p90))
+        return made[rate]
+
+    return measure
+
+
+@pytest.mark.parametrize("load", [0.9, 1.02, 1.1])
+def test_a_capacity_is_never_above_a_rate_at_which_the_queue_grows(load):
+    """A server of 12.8 requests/s whose queue grows unseen by a short window up to 1.08 × that
+    (an SLO of e2e 1.5 s): probes at 0.9, 1.02 and 1.1 × its capacity. The search never reports
+    a capacity at or above 12.8, and the probe above it says why."""
+    measure = slowly_growing_queue(12.8, grows_unseen=1.08)
+    found = search("known", measure, {"e2e_s": 1.5}, 90, 12.8 * load)
+    assert found.low is not None and found.low < 12.8 and (found.max_rate or 0) < 12.8
+    assert found.high is not None and found.high / found.low <= 1.10 + 1e-9
+    above = [p for p in found.probes if p.rate >= 12.8]
+    assert above and all(not p.held for p in above)
+    unseen = [p for p in above if p.rate < 12.8 * 1.08]  # its window met the SLO
+    assert all("its queue grows" in p.why for p in unseen)
+
+
+def test_a_probe_whose_figures_were_not_measured_says_so_and_gets_more_runs():
+    slo = {"e2e_s": 0.15}
+    missing = judge([run_metrics(0.10), run_metrics(math.nan)], slo, 90)
+    assert missing.held is None and missing.why == "e2e_s p90 not measured in 1 of 2 run(s)"
+
+
+def late(run: RunMetrics, lag_max: float) -> RunMetrics:
+    lag = {"p99": lag_max, "max": lag_max}
+    return dataclasses.replace(run, open_loop={**(run.open_loop or {}), "lag_s": lag})
+
+
+def test_a_late_client_decides_nothing_only_where_the_lag_could_have():
+    from pytest_llmperf.core.capacity import lag_cannot_explain
+
+    slo = {"e2e_s": 0.15}
+    # Held with the lag counted in: the server met the SLO whatever the client did.
+    assert lag_cannot_explain([late(run_metrics(0.10), 0.005)] * 2, slo, 90)
+    # Broken by 50 ms with sends at most 5 ms late: broken whatever the client did.
+    assert lag_cannot_explain([late(run_metrics(0.20), 0.005)] * 2, slo, 90)
+    # Broken by 5 ms with sends up to 8 ms late: the lag may have broken it.
+    assert not lag_cannot_explain([late(run_metrics(0.155), 0.008)] * 2, slo, 90)
 
 
 def test_near_the_boundary_a_probe_gets_more_runs():
