@@ -272,7 +272,11 @@ def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_30_percent_co
     launches slowed from outside (THROTTLE_SHARE), each of which FAILs."""
     project_with(pytester, nightly_profile(llama_profile), THROUGHPUT_SUITE)
     args = ("--llm-profile", "nightly", "-p", "no:randomly")
-    recorded = pytester.runpytest_subprocess(*args, "--perf-update", "--perf-update-runs", "5")
+    # The profile's own record_launches (the tests' default is one launch: tests/conftest.py)
+    launches = ("--perf-update-launches", "profile")
+    recorded = pytester.runpytest_subprocess(
+        *args, "--perf-update", *launches, "--perf-update-runs", "5"
+    )
     recorded.assert_outcomes(passed=4)  # two levels, two launches
     golden = json.loads(next((pytester.path / "baselines" / "nightly").glob("*.json")).read_text())
     for point in golden["points"].values():

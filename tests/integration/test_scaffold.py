@@ -51,7 +51,7 @@ def test_init_in_an_empty_directory_then_pytest_perf_suites_passes(installed, tm
     # One concurrency and one rate level of each shipped suite; the capacity search (80 s of
     # probes) is tested on its own (tests/integration/test_open_loop.py).
     result = run(installed, "-m", "pytest", "perf_suites", "--llm-concurrency", "1,10",
-                 "--llm-request-rate", "30", "-k", "not capacity",
+                 "--llm-request-rate", "20", "-k", "not capacity",
                  "-p", "no:cacheprovider", cwd=project, timeout=600)  # fmt: skip
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
