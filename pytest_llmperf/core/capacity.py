@@ -105,6 +105,15 @@ def lag_cannot_explain(
     return False
 
 
+class ClientCannotPace(Exception):
+    """A probe's rate this host's client could not send on time, measured twice: not a failure
+    of the server, and no figure of it; the search takes it as a rate that did not hold."""
+
+    def __init__(self, why: str, runs: int) -> None:
+        super().__init__(why)
+        self.runs = runs
+
+
 @dataclass
 class Probe:
     rate: float
@@ -126,6 +135,9 @@ class Capacity:
     probes: list[Probe] = field(default_factory=list)
     slo: Mapping[str, float] = field(default_factory=dict)
     percentile: float = 99.0
+    #: A probe's rate was beyond what this host's client can pace: the capacity is at least
+    #: ``low``, and it is reported, not gated.
+    client_limited: bool = False
 
     @property
     def max_rate(self) -> float | None:
@@ -141,12 +153,16 @@ class Capacity:
             "high": self.high,
             "slo": dict(self.slo),
             "slo_percentile": self.percentile,
+            "client_limited": self.client_limited,
             "probes": [p.to_json() for p in self.probes],
         }
 
 
 #: ``measure(rate, runs)``: runs more runs at ``rate`` (appending to that rate's earlier ones).
 Measure = Callable[[float, int], Sequence[RunMetrics]]
+#: A saturated run counts for the service ceiling when its client sent this share of what was
+#: offered in the window.
+SENT_SHARE = 0.95
 #: One-sided 99 % normal quantile: the service ceiling is a lower bound at that confidence.
 Z_99 = 2.326
 
@@ -155,13 +171,22 @@ def service_ceiling(runs: Sequence[RunMetrics]) -> float | None:
     """The request rate the server completed while it could not keep up (runs whose backlog
     grew), as a one-sided 99 % lower bound: no arrival rate at or above it can be sustained,
     whatever a short window's SLO says (a queue 2 % over capacity grows by a few requests a
-    second, which neither a window's percentiles nor its backlog rule see). A saturated
+    second, which neither a window's percentiles nor its backlog rule see). Only runs whose
+    client sent what was offered count: a backlog of requests the client never sent is its
+    own, and what the server completed then is the client's pace. A saturated
     server's completions are regular, so the bound's error is the saturated runs' spread, and
     at least one request over all their time (a window's edges). None: no run saturated it."""
     rates, seconds = [], 0.0
     for run in runs:
         info = run.open_loop or {}
-        if not run.sustainable and info.get("completed_req_s") and run.duration_s > 0:
+        offered, sent = info.get("offered_req_s"), info.get("sent_req_s")
+        client_kept_up = not offered or not sent or sent >= SENT_SHARE * offered
+        if (
+            not run.sustainable
+            and info.get("completed_req_s")
+            and run.duration_s > 0
+            and client_kept_up
+        ):
             rates.append(float(info["completed_req_s"]))
             seconds += run.duration_s
     if not rates:
@@ -188,11 +213,16 @@ def search(
     def holds(rate: float) -> bool:
         runs: Sequence[RunMetrics] = ()
         judgement = ProbeResult(None, "")
-        for stage in STAGES:
-            runs = measure(rate, stage - len(runs))
-            judgement = judge(runs, slo, percentile)
-            if judgement.held is not None:
-                break
+        try:
+            for stage in STAGES:
+                runs = measure(rate, stage - len(runs))
+                judgement = judge(runs, slo, percentile)
+                if judgement.held is not None:
+                    break
+        except ClientCannotPace as exc:
+            result.client_limited = True
+            result.probes.append(Probe(rate, False, exc.runs, str(exc)))
+            return False
         measured.extend(runs)
         held, why = bool(judgement.held), judgement.why
         ceiling = service_ceiling(measured)
@@ -310,6 +340,12 @@ def judge_capacity(
         )
     else:
         outcome, why = Outcome.PASS, "the golden's rate is within its bracket's margins"
+    if cap.client_limited and outcome in (Outcome.FAIL, Outcome.WARN):
+        outcome = Outcome.WARN
+        why += (
+            "; not gated: this host's client could not pace a probe above it, so the "
+            "capacity here is at least its low, not its measure"
+        )
     message = (
         f"{point.label}: {shown} vs golden {gold:,.2f} requests/s "
         f"({signed_percent(ratio - 1)} %) — {outcome.value}: {why}"

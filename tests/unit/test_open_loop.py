@@ -171,6 +171,28 @@ def test_a_capacity_is_never_above_a_rate_at_which_the_queue_grows(load):
     assert all("its queue grows" in p.why for p in unseen)
 
 
+def test_a_rate_the_client_cannot_pace_is_no_failure_of_the_server():
+    from pytest_llmperf.core.capacity import CapacityPoint, ClientCannotPace, judge_capacity
+    from pytest_llmperf.core.judgement import GoldenRef
+    from pytest_llmperf.core.verdict import Margins
+
+    measure, _, _ = queue_server(capacity=100.0, limit=0.15, noise=0.03)
+
+    def paced_up_to_30(rate: float, runs: int) -> list[RunMetrics]:
+        if rate > 30:
+            raise ClientCannotPace(f"this host's client could not pace {rate:g} requests/s", runs)
+        return measure(rate, runs)
+
+    found = search("sim", paced_up_to_30, {"e2e_s": 0.15}, 90, 20.0)
+    assert found.client_limited and found.low is not None and found.low <= 30
+    assert any("could not pace" in p.why and not p.held for p in found.probes)
+    point = CapacityPoint(profile="sim", test="t.py::test_capacity", concurrency=0,
+                          metric="capacity_req_s", capacity=found)  # fmt: skip
+    golden = GoldenRef(mean=80.0)
+    judged = judge_capacity(point, golden, Margins(0.15, 0.05), "pytest --perf-update")
+    assert judged.outcome.name == "WARN" and "not gated" in judged.message
+
+
 def test_a_probe_whose_figures_were_not_measured_says_so_and_gets_more_runs():
     slo = {"e2e_s": 0.15}
     missing = judge([run_metrics(0.10), run_metrics(math.nan)], slo, 90)
