@@ -32,7 +32,9 @@ TOP_FIELDS = {
     "speculative": "per speculative profile measured with its base in the run: speedup per "
     "level with its 95 % interval, crossover, cut-off advice and the speedup gate's verdicts",
     "capacity": "per profile whose capacity was searched (llmperf.capacity): `max_rate` "
-    "(requests/s: `low`, the highest rate that held), `client_limited` (a probe above it was a rate this host's client could not pace: reported, not gated), `low` (the highest rate that met the SLO "
+    "(requests/s: `low`, the highest rate that held), `client_limited` (a probe above it was a "
+    "rate this host's client could not pace: reported, not gated), `low` (the highest rate that "
+    "met the SLO "
     "with significance), `high` (the lowest that did not), the `slo` and `slo_percentile`, every "
     "probe (`rate`, `held`, `runs`, `why`), and the check's `verdict`, `golden` and `message`",
 }
