@@ -196,8 +196,8 @@ def nightly_profile(llama_profile) -> str:
     """
 
 
-#: The throttle of the independent-server test this one replaced. Measured here (AMD family 26 model 2, C = 1, 32-token
-#: requests, an attached server): a stop share of 0.2 cost 20 % of its tok/s, 0.3 24 %, 0.45
+#: The throttle of the independent-server test this one replaced. Measured here (AMD family 26
+#: model 2, C = 1, 32-token requests, an attached server): a stop share of 0.2 cost 20 % of its tok/s, 0.3 24 %, 0.45
 #: 40 %; a server the plugin launched lost 58-64 % at 0.45 and 32-45 % at 0.3. With launches
 #: that differ by 8 % and a golden of two, the verdict cannot tell a 25 % fall from a bad
 #: launch at one in a thousand (docs/explanation/statistics.md): 0.3 FAILed 3 of 3 once.
