@@ -307,14 +307,12 @@ def _two_level(
     else:
         pooled = (new_ss + within_ss) / (n - 1 + within_dof)
         parts.append((pooled * (1 / n + harmonic), n - 1 + within_dof))
-    between = spread.variance if spread is not None else 0.0
-    if between > 0 and spread is not None:
-        parts.append((between * (1 + 1 / launch_count), spread.dof))
-    test = _combined(diff, parts)
-    rest = [(within * harmonic, within_dof)] + (
-        [(between * (1 + 1 / launch_count), spread.dof)] if between > 0 and spread else []
-    )
-    return test, out_of_line, _combined(diff, rest) if between > 0 else None
+    if spread is None or spread.variance <= 0:
+        return _combined(diff, parts), out_of_line, None
+    # The launches' part, which no number of runs tonight removes.
+    launches = (spread.variance * (1 + 1 / launch_count), spread.dof)
+    limit = _combined(diff, [(within * harmonic, within_dof), launches])
+    return _combined(diff, [*parts, launches]), out_of_line, limit
 
 
 def _combined(diff: float, parts: list[tuple[float, float]]) -> TwoSample:
