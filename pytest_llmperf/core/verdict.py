@@ -362,9 +362,25 @@ def _why(v: Verdict, fail_margin: float, warn_margin: float | None) -> str:
             f"a drop beyond the {fail} fail margin could not be ruled out after the last stage "
             f"of runs{spread}"
         )
+    if v.outcome is Outcome.WARN and _beyond(v, fail_margin):
+        # Past the margin, but not as surely as a FAIL must be: one launch's luck could do it.
+        return (
+            f"slower by more than the {fail} fail margin, but not surely enough to FAIL (a FAIL "
+            f"needs p < {FAIL_ALPHA:g}){launches}; the next night will tell"
+        )
     if v.outcome is Outcome.WARN:
         warn = f"the {warn_margin * 100:g} % warn margin" if warn_margin else "the warn margin"
         return f"significantly slower by more than {warn}, within the {fail} fail margin{launches}"
     if v.outcome is Outcome.IMPROVED:
         return f"significantly faster by more than {IMPROVE_MARGIN * 100:g} %: refresh the golden"
+    if _beyond(v, warn_margin or fail_margin):
+        past = f"the {fail} fail margin" if _beyond(v, fail_margin) else "the warn margin"
+        return f"slower by more than {past}, but not significantly (p \u2265 {ALPHA:g}){launches}"
     return f"within the margins (fails at {fail}){launches}"
+
+
+def _beyond(v: Verdict, fail_margin: float) -> bool:
+    """Whether the point moved past its fail margin (the worse way)."""
+    if v.lower_is_better:
+        return v.ratio >= 1.0 + fail_margin
+    return v.ratio <= 1.0 - fail_margin

@@ -166,3 +166,29 @@ def test_more_runs_are_not_asked_for_when_only_another_launch_could_tell():
         "within the margins (fails at 15 %); this server's launches differ by 10.0 % (sd), so a "
         f"drop under {v.detectable * 100:.0f} % cannot FAIL it"
     )
+
+
+def test_a_drop_past_the_fail_margin_that_launches_could_explain_says_so():
+    """20 % down against launches 7 % apart: past the margin, so the WARN must not say "within
+    the fail margin"; it says why it is not a FAIL."""
+    spread = LaunchSpread(0.07**2, 30, "the golden's launches")
+    launches = ["a"] * 5 + ["b"] * 5
+    gold = [100.0, 100.5, 99.5, 100.2, 99.8, 110.0, 110.4, 109.6, 110.2, 109.8]
+    v = decide([84.0, 84.3, 83.8], gold, **M, launches=launches, spread=spread, last_stage=True)
+    assert v.name == "WARN" and v.ratio < 0.85 and v.p_drop > 0.001
+    text = describe("p C=1", 84.0, 104.9, v, 0.15, 0.05)
+    assert "within the 15 % fail margin" not in text
+    assert text.endswith(
+        "WARN: slower by more than the 15 % fail margin, but not surely enough to FAIL (a FAIL "
+        f"needs p < 0.001); this server's launches differ by 7.0 % (sd), so a drop under "
+        f"{v.detectable * 100:.0f} % cannot FAIL it; the next night will tell"
+    )
+    # Launches 10 % apart: not even significant at 1 %, a PASS, that says it moved.
+    wide = LaunchSpread(0.10**2, 30, "the golden's launches")
+    v = decide([84.0, 84.3, 83.8], gold, **M, launches=launches, spread=wide, last_stage=True)
+    assert v.name == "PASS"
+    assert describe("p C=1", 84.0, 104.9, v, 0.15, 0.05).endswith(
+        "PASS: slower by more than the 15 % fail margin, but not significantly (p ≥ 0.01); "
+        f"this server's launches differ by 10.0 % (sd), so a drop under {v.detectable * 100:.0f} "
+        "% cannot FAIL it"
+    )
