@@ -51,6 +51,19 @@ def server_arrivals(url: str, since: float) -> list[float]:
     return sorted(a for a, _, _ in httpx.get(url + "/stats").json() if a >= since)
 
 
+def run_not_client_bound(url: str, rate: float, workers: int, tokens: int):
+    """One 5 s run, taken again once if the client fell behind its schedule, as the plugin's
+    capacity probe re-measures a client-bound probe: a scheduling hiccup on a shared runner (a
+    CI run once saw 5 ms at the 99th percentile at 50 requests/s, where 0.5-0.6 ms is usual) is
+    the client's, and what this test asks is what the server saw."""
+    for _ in range(2):
+        (run,) = run_at(url, rate, workers=workers, window_s=5.0, tokens=tokens)
+        m = summarize_run(run, tokens)
+        if not any(p.startswith("client-bound") for p in m.problems):
+            break
+    return run, m
+
+
 # The lag limit is 10 % of the mean gap (1 ms at 100 requests/s, 2 ms at 50). On 2 cores, with
 # another process keeping half a core busy (benchmarks are never run so; CI runners are), one
 # worker sent at 60 requests/s with a p99 lag of 0.5-0.6 ms, but at 100 up to 1.2 ms, and two
@@ -65,7 +78,7 @@ def test_the_server_sees_the_rate_asked_for(rate, workers, tokens):
     try:
         # 5 s windows: the window's tokens (rate × tokens) need tens of arrivals to settle
         # within 5 % (with 16, requests cut at its close moved them by up to 7 %).
-        (run,) = run_at(server.url, rate, workers=workers, window_s=5.0, tokens=tokens)
+        run, m = run_not_client_bound(server.url, rate, workers, tokens)
         # The lead-in and the window [open, close): whole parts of the schedule, each holding
         # exactly rate × its length of arrivals (the drain is cut short).
         seen = [a for a in server_arrivals(server.url, run.open_loop.start) if a < run.window[1]]
@@ -77,7 +90,6 @@ def test_the_server_sees_the_rate_asked_for(rate, workers, tokens):
     assert (
         0.6 < float(np.std(gaps) / np.mean(gaps)) < 1.4
     )  # Poisson: a coefficient of variation of 1
-    m = summarize_run(run, tokens)
     assert not m.problems, m.problems
     assert m.open_loop["sustainable"]
     assert m.open_loop["offered_req_s"] == pytest.approx(rate, rel=0.01)

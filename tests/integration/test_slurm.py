@@ -69,6 +69,10 @@ def project(pytester: pytest.Pytester, marker: str, *sim_args: str) -> None:
     )
 
 
+def rank_1_running(marker: str) -> bool:
+    return any("--node-rank 1" in " ".join(p.info["cmdline"] or ()) for p in processes_with(marker))
+
+
 def assert_nothing_left(marker: str) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and (processes_with(marker) or slurm_jobs()):
@@ -149,10 +153,12 @@ def test_ctrl_c_while_the_ranks_load_leaves_no_job_step_and_no_rank(pytester, sl
         preexec_fn=ctrl_c_enabled,
     )  # fmt: skip
     try:
+        # Wait for rank 1 itself, not for a count of processes: srun runs as two processes of
+        # the same command line, so three can be there before rank 1 is.
         deadline = time.monotonic() + 60
-        while len(processes_with(marker)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.25)  # srun and both ranks
-        assert any("--node-rank 1" in " ".join(p.cmdline()) for p in processes_with(marker))
+        while not rank_1_running(marker) and time.monotonic() < deadline:
+            time.sleep(0.25)
+        assert rank_1_running(marker)
         assert slurm_jobs(), "the job step is running"
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=120)
