@@ -92,7 +92,17 @@ def _warn_about_leftover_servers(config: pytest.Config, settings: Settings) -> N
     from pytest_llmperf.errors import LLMPerfWarning
     from pytest_llmperf.servers import leftovers
 
-    found = leftovers.still_running(settings.run_dir_root)
+    found, concurrent = leftovers.still_running(settings.run_dir_root)
+    if concurrent:
+        config.issue_config_time_warning(
+            LLMPerfWarning(
+                "another run of pytest-llmperf is measuring on this machine now; its servers and "
+                "its client share the CPUs (and any GPUs) with this run, so both runs' figures "
+                "may read slower than the servers are. Run one at a time:\n  "
+                + "\n  ".join(concurrent)
+            ),
+            stacklevel=2,
+        )
     if found:
         config.issue_config_time_warning(
             LLMPerfWarning(

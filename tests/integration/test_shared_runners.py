@@ -310,3 +310,29 @@ def test_a_server_left_behind_by_a_killed_run_is_named_and_left_alone(pytester):
             os.killpg(proc.pid, signal.SIGKILL) if proc.pid == os.getpgid(proc.pid) else proc.kill()
         psutil.wait_procs(processes_with(marker), timeout=10)
     pytester.runpytest("--co", "-q").stdout.no_fnmatch_line("*still running*")
+
+
+def test_a_run_measuring_now_is_named_as_concurrent_not_as_killed(pytester):
+    """Two runs on one machine (two terminals, two CI jobs on one runner): the second says the
+    first is measuring now and shares the CPUs, not that it was killed and left its server."""
+    marker = write_profiles(pytester, concurrency="[1]", runs=50, output_len=64)
+    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"],
+        cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not list(pytester.path.glob(".llmperf/runs/*/sim-base.pid")):
+            assert time.monotonic() < deadline, "the server was never recorded"
+            time.sleep(0.2)
+        result = pytester.runpytest("--co", "-q")
+        result.stdout.fnmatch_lines(
+            ["*another run of pytest-llmperf is measuring on this machine now*",
+             f"*(sim-base, from *)*[[]run PID {first.pid}[]]*"]
+        )  # fmt: skip
+        result.stdout.no_fnmatch_line("*earlier run*")
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(60)
+    assert not processes_with(marker)
