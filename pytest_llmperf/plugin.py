@@ -13,6 +13,8 @@ Fixtures:
   (:class:`~pytest_llmperf.fixtures.llmperf.LLMPerfFixture`).
 - ``llmperf_speedup`` (function): gate a speculative profile's speedup over its base
   (:class:`~pytest_llmperf.fixtures.speedup.LLMPerfSpeedupFixture`).
+- ``llmperf_parity`` (function): greedy parity of a speculative profile with its base, from the
+  continuations ``llmperf.greedy()`` kept (:mod:`pytest_llmperf.fixtures.parity`).
 
 Importing this module stays cheap (no scipy, numpy, httpx, aiohttp, psutil or matplotlib):
 pytest imports it in every run of an environment where the plugin is installed.
@@ -36,6 +38,7 @@ from pytest_llmperf.settings import Settings, add_options
 if TYPE_CHECKING:
     from pytest_llmperf.core.points import Point
     from pytest_llmperf.fixtures.llmperf import LLMPerfFixture
+    from pytest_llmperf.fixtures.parity import LLMPerfParityFixture
     from pytest_llmperf.fixtures.speedup import LLMPerfSpeedupFixture
     from pytest_llmperf.profiles import Profile
     from pytest_llmperf.servers.lifecycle import ServerHandle
@@ -158,14 +161,24 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if not {"llmperf_speedup", "llm_profile"} & set(metafunc.fixturenames):
+    if not {"llmperf_speedup", "llmperf_parity", "llm_profile"} & set(metafunc.fixturenames):
         return
-    from pytest_llmperf.selection import measurement_params, rate_params, speedup_params
+    from pytest_llmperf.selection import (
+        measurement_params,
+        pair_params,
+        rate_params,
+        speedup_params,
+    )
 
     session = metafunc.config.stash[SESSION_KEY]
     if "llmperf_speedup" in metafunc.fixturenames:
         metafunc.parametrize(
             "llmperf_speedup", speedup_params(session.profiles, session.selected), indirect=True
+        )
+        return
+    if "llmperf_parity" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "llmperf_parity", pair_params(session.profiles, session.selected), indirect=True
         )
         return
     if "llm_profile" not in metafunc.fixturenames:
@@ -205,8 +218,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     order: dict[str, int] = {}
 
     def key(item: pytest.Item) -> int:
-        if "llmperf_speedup" in getattr(item, "fixturenames", ()):
+        # Parity first: the speedup's verdict counts only if the pair still answers right.
+        if "llmperf_parity" in getattr(item, "fixturenames", ()):
             return AFTER_ALL_PROFILES
+        if "llmperf_speedup" in getattr(item, "fixturenames", ()):
+            return AFTER_ALL_PROFILES + 1
         spec = getattr(item, "callspec", None)
         name = spec.params.get("llm_profile") if spec is not None else None
         return order.setdefault(name, len(order)) if name is not None else -1
@@ -347,6 +363,19 @@ def llmperf_speedup(request: pytest.FixtureRequest) -> Iterator[LLMPerfSpeedupFi
     _add_junit_properties(request.node, fixture.measured)
 
 
+@pytest.fixture
+def llmperf_parity(request: pytest.FixtureRequest) -> LLMPerfParityFixture:
+    """Greedy parity of a speculative profile with its base, from the continuations each kept
+    with ``llmperf.greedy()`` in this run."""
+    from pytest_llmperf.fixtures.parity import LLMPerfParityFixture
+
+    session = request.config.stash[SESSION_KEY]
+    spec, base = request.param
+    return LLMPerfParityFixture(
+        session.profile(spec), session.profile(base), session, request.node.nodeid
+    )
+
+
 def _add_junit_properties(node: pytest.Item, points: Sequence[Point]) -> None:
     from pytest_llmperf.render.junit import properties
 
@@ -360,7 +389,7 @@ def pytest_terminal_summary(
     session = config.stash.get(SESSION_KEY, None)
     if session is None:
         return
-    if session.points or session.capacities:
+    if session.points or session.capacities or session.parities:
         _write_summary(terminalreporter, session, exitstatus)
     for failure in session.output_failures:
         terminalreporter.write_line(f"llmperf: NOT WRITTEN: {failure}", red=True)

@@ -446,12 +446,36 @@ class Profile:
     launch_cv: float = setting(
         0.03,
         "how far a launch of this server is expected to move a figure (a coefficient of "
-        "variation): the verdict's prior for the spread between launches, weighed with the "
-        "launches the golden (or the history) measured as two launches' worth; raise it for a "
+        "variation): the verdict's prior for the spread between launches, weighed beside the "
+        "launches the golden (or the history) measured as five launches' worth; raise it for a "
         "server whose launches differ more (a CPU engine on shared cores: 0.08)",
         "verdict",
         check=is_fraction,
         allowed="a fraction between 0 and 1, e.g. 0.03",
+    )
+    parity_prompts: int = setting(
+        8,
+        "greedy parity (perf_suites/test_outputs.py): how many of the built-in prompts a "
+        "speculative profile and its base answer at temperature 0, one at a time",
+        "verdict",
+        check=is_pos_int,
+        allowed="a positive integer, e.g. 8",
+    )
+    parity_tokens: int = setting(
+        32,
+        "greedy parity: the tokens asked for per prompt; the continuations are compared token "
+        "by token",
+        "verdict",
+        check=is_pos_int,
+        allowed="a positive integer, e.g. 32",
+    )
+    parity_tie_gap: float = setting(
+        0.1,
+        "greedy parity: a divergence where the base's top two candidates were within this "
+        "log-probability gap is a floating-point near-tie, reported and excused; any other FAILs",
+        "verdict",
+        check=lambda v: is_number(v) and v >= 0,
+        allowed="a log-probability gap of 0 or more, e.g. 0.1",
     )
     latency_fail_margin: float = setting(
         0.30,

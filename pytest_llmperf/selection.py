@@ -95,8 +95,22 @@ def speedup_params(profiles: ProfileSet | None, selected: list[Profile]) -> list
                 for c in spec.concurrency
                 if c in base.concurrency
             ]
-    if params:
-        return params
+    return params or [_no_pair(profiles)]
+
+
+def pair_params(profiles: ProfileSet | None, selected: list[Profile]) -> list[Any]:
+    """``pytest.param((spec, base))`` per speculative profile selected with its base (one a
+    pair, not a level: greedy parity), else one skipped parameter."""
+    by_name = {p.name: p for p in selected}
+    params = [
+        pytest.param((spec.name, spec.base_profile), id=f"{spec.name}-vs-{spec.base_profile}")
+        for spec in selected
+        if spec.speculative and spec.base_profile in by_name and spec.origin == spec.name
+    ]
+    return params or [_no_pair(profiles)]
+
+
+def _no_pair(profiles: ProfileSet | None) -> Any:
     pairs = [
         f"{p.base_profile},{p.name}"
         for p in (profiles.profiles.values() if profiles else ())
@@ -105,7 +119,7 @@ def speedup_params(profiles: ProfileSet | None, selected: list[Profile]) -> list
     reason = "no speculative profile was selected together with its base profile" + (
         f"; select a pair, e.g. --llm-profile={pairs[0]}" if pairs else ""
     )
-    return [pytest.param(None, id="no-pair", marks=pytest.mark.skip(reason=reason))]
+    return pytest.param(None, id="no-pair", marks=pytest.mark.skip(reason=reason))
 
 
 def rate_params(selected: list[Profile]) -> tuple[list[Any], list[str]]:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     # What the session holds is imported where it is made: a pytest run in a project that
     # only has the plugin installed makes a session and never needs any of it.
     from pytest_llmperf.core.capacity import CapacityPoint
+    from pytest_llmperf.core.parity import GreedyOutput, PairParity
     from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
     from pytest_llmperf.core.results import Results
     from pytest_llmperf.core.speculative import Analysis
@@ -47,6 +48,10 @@ class LLMPerfSession:
     speedups: list[SpeedupPoint] = field(default_factory=list)
     #: Capacities under the SLO (llmperf.capacity); not stored in the history.
     capacities: list[CapacityPoint] = field(default_factory=list)
+    #: Greedy continuations (llmperf.greedy), by (profile, test function), for greedy parity.
+    greedy: dict[tuple[str, str], list[GreedyOutput]] = field(default_factory=dict)
+    #: Greedy parity of each speculative profile against its base (llmperf_parity).
+    parities: list[PairParity] = field(default_factory=list)
     servers: dict[str, ServerHandle] = field(default_factory=dict)
     fingerprints: dict[str, Fingerprint] = field(default_factory=dict)
     goldens: dict[Path, GoldenFile | None] = field(default_factory=dict)
@@ -252,6 +257,7 @@ class LLMPerfSession:
             points=list(self.points),
             speedups=list(self.speedups),
             capacities=list(self.capacities),
+            parities=list(self.parities),
             analyses=self.analyses(),
             golden_notes=list(self.golden_notes),
             # Not when levels were restricted: their other levels are expected to go unused.
@@ -291,7 +297,7 @@ class LLMPerfSession:
                 self._fill_history(recorded)
             except Exception as exc:  # the results files matter more than the series' summary
                 self.end_notes.append(f"the points' history could not be summarised: {exc!r}")
-        if self.points or self.capacities:
+        if self.points or self.capacities or self.parities:
             from pytest_llmperf.render import write
 
             settings = self.settings

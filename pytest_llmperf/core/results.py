@@ -13,6 +13,7 @@ from typing import Any
 from pytest_llmperf.core.capacity import CapacityPoint
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.parity import PairParity
 from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
 from pytest_llmperf.core.speculative import Analysis
 
@@ -32,6 +33,8 @@ class Results:
     speedups: list[SpeedupPoint] = field(default_factory=list)
     #: Capacities under the SLO (core/capacity.py).
     capacities: list[CapacityPoint] = field(default_factory=list)
+    #: Greedy parity of each speculative profile with its base (core/parity.py).
+    parities: list[PairParity] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)
     #: One line per golden file change written under --perf-update.
     golden_notes: list[str] = field(default_factory=list)
@@ -52,11 +55,18 @@ class Results:
         return [*self.points, *self.speedups, *self.capacities]
 
     def counts(self) -> dict[Outcome, int]:
-        """How many points ended in each outcome, most urgent first."""
+        """How many points (and parity checks) ended in each outcome, most urgent first."""
         counts: dict[Outcome, int] = {}
-        for point in sorted(self.all_points, key=lambda p: p.verdict.rank):
-            counts[point.verdict] = counts.get(point.verdict, 0) + 1
+        outcomes = [p.verdict for p in self.all_points] + [p.outcome for p in self.parities]
+        for outcome in sorted(outcomes, key=lambda o: o.rank):
+            counts[outcome] = counts.get(outcome, 0) + 1
         return counts
+
+    def parity_of(self, profile: str, base_profile: str) -> PairParity | None:
+        return next(
+            (p for p in self.parities if (p.profile, p.base_profile) == (profile, base_profile)),
+            None,
+        )
 
     def speedups_of(self, analysis: Analysis) -> list[SpeedupPoint]:
         """The speedup gate's points for this analysis (same pair, same measuring test)."""

@@ -69,6 +69,9 @@ class Engine:
     health_path: ClassVar[str] = "/health"
     #: Flags whose presence in ``args`` (or ``command``) makes the server speculative.
     speculative_flags: ClassVar[tuple[str, ...]] = ()
+    #: The API greedy parity asks for token ids and top-2 log-probabilities (load/greedy.py);
+    #: None: the profile's ``api`` (SGLang's native one, else OpenAI completions).
+    greedy_api: ClassVar[str | None] = None
     #: Flags the plugin sets itself and a profile's ``args`` may not carry.
     reserved_flags: ClassVar[tuple[str, ...]] = ()
     #: Whether the server's processes may leave /dev/shm files behind (engines/shm.py).

@@ -37,6 +37,12 @@ TOP_FIELDS = {
     "met the SLO "
     "with significance), `high` (the lowest that did not), the `slo` and `slo_percentile`, every "
     "probe (`rate`, `held`, `runs`, `why`), and the check's `verdict`, `golden` and `message`",
+    "parity": "per speculative profile checked against its base (llmperf_parity): `profile`, "
+    "`base_profile`, `test`, `prompts`, `identical`, `identical_fraction`, "
+    "`excused_near_ties`, `tie_gap`, `verdict` (PASS, FAIL, INVALID), `message`, and "
+    "`per_prompt`: each prompt's `index`, `prompt`, `tokens`, `identical`, and where it "
+    "diverged the `position`, `base_token`, `spec_token`, the base's `top2_gap` there, "
+    "`excused` (a near-tie) and both continuations from there",
 }
 POINT_FIELDS = {
     "profile": "the profile measured",
@@ -88,7 +94,11 @@ RUN_FIELDS = {
     "itl_s": "per token: the gap between chunks ÷ the tokens of the later one, token-weighted",
     "tpot_s": "(e2e − ttft) ÷ (tokens − 1), per request",
     "e2e_s": "end-to-end latency per request",
-    "accept_length": "Σ completion tokens ÷ Σ spec_verify_ct (speculative servers; else null)",
+    "accept_length": "Σ completion tokens ÷ Σ spec_verify_ct (speculative servers; else null); "
+    "llama.cpp's verify steps are its tokens less timings.draft_n_accepted",
+    "accept_length_observed": "the client's own count beside the engine's: Σ completion tokens "
+    "÷ Σ bursts of chunks a verify step sent back to back (null where the engine reports no "
+    "accept length)",
     "achieved_concurrency": "Σ e2e ÷ duration: the concurrency the server saw",
     "in_flight_while_sending": "requests in flight on average while the client was sending",
     "client_gap_s": "the client's idle time between a response and the next request",
@@ -126,6 +136,7 @@ def render(results: Results, *, created: str) -> dict[str, Any]:
         "points": [p.to_json() for p in results.points],
         "speculative": [_speculative(results, a) for a in results.analyses],
         "capacity": [finite_or_none(p.to_json()) for p in results.capacities],
+        "parity": [finite_or_none(p.to_json()) for p in results.parities],
     }
 
 

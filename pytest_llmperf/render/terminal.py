@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pytest_llmperf.core.format import format_value, ms, signed_percent
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.parity import PairParity
 from pytest_llmperf.core.points import MeasuredPoint, Point
 from pytest_llmperf.core.results import Results
 from pytest_llmperf.core.speculative import Analysis
@@ -144,11 +145,33 @@ def speculative_lines(results: Results) -> list[str]:
         table = aligned([SPEEDUP_COLUMNS, *speedup_rows(results, analysis)], right={0, 1, 4, 5, 6})
         lines += ["  " + line for line in table]
         lines.append(f"  {analysis.advice()}")
+    for parity in results.parities:
+        lines += parity_lines(results, parity)
     if results.analyses:
         lines.append(
             "  (speedup: speculative ÷ base output tok/s, paired run by run; break-even accept: the "
             "accept length at which speculation would tie; gate: the speedup test's verdict "
             "against its golden, '-' where none checked it)"
+        )
+    return lines
+
+
+def parity_lines(results: Results, parity: PairParity) -> list[str]:
+    """The pair's greedy parity, per prompt, and what it does to the speedup's verdict."""
+    lines = [f"{parity.label}, greedy parity ({NodeId(parity.test).short_name}): "
+             f"{parity.identical} of {len(parity.prompts)} prompts identical — "
+             f"{parity.outcome.value}"]  # fmt: skip
+    lines += [f"  {p.describe()}" for p in parity.prompts if not p.identical]
+    gated = [
+        p
+        for a in results.analyses
+        if (a.profile, a.base_profile) == (parity.profile, parity.base_profile)
+        for p in results.speedups_of(a)
+    ]
+    if parity.outcome is Outcome.FAIL and gated:
+        lines.append(
+            "  the pair FAILs: its speedup counts only if it answers as its base does, and it "
+            "does not"
         )
     return lines
 
@@ -161,6 +184,7 @@ def verdict_lines(results: Results, *, verbose: bool = False) -> list[Line]:
     lines: list[Line] = [("llmperf verdicts: " + counts_line(counts) + drift_summary(points), None)]
     for p in sorted(points, key=lambda p: p.verdict.rank):
         lines += _point_lines(p)
+    lines += [(p.message, p.outcome.color) for p in results.parities if p.outcome.noteworthy]
     if Outcome.MISSING in counts:
         lines.append(("Re-run with --perf-update to record missing baselines.", None))
     if Outcome.IMPROVED in counts:

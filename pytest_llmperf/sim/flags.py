@@ -44,6 +44,12 @@ SIM_OPTIONS: dict[str, dict[str, Any]] = {
         "help": "fault knob: 0.7 makes every step 1/0.7 as long (a 30%% collapse)",
     },
     "--sim-fail-every": {"type": int, "default": 0, "help": "fault knob: every Nth request fails"},
+    "--sim-wrong-token-every": {
+        "type": int,
+        "default": 0,
+        "help": "fault knob (speculative servers): a drafter whose wrong drafts are accepted: one "
+        "output token in every N differs from the base's greedy choice",
+    },
     "--sim-crash-after-requests": {
         "type": int,
         "default": 0,

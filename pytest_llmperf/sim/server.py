@@ -150,6 +150,9 @@ class SimServer:
             prompt, prompt_tokens = given, textgen.count_tokens(given)
         target = max_new if ignore_eos else textgen.natural_length(prompt, max_new)
         words, ids = textgen.continuation(prompt, target)
+        every = self.args.sim_wrong_token_every
+        if self.speculation is not None and every > 0 and not internal:
+            words, ids = self._wrong_drafts(prompt, words, ids, every)
         req = SimRequest(
             rid=uuid.uuid4().hex,
             prompt_tokens=prompt_tokens,
@@ -161,6 +164,45 @@ class SimServer:
             accept_rng=random.Random(zlib.crc32(prompt.encode()) ^ (self.args.random_seed or 0)),
         )
         return req, words, ids
+
+    @staticmethod
+    def _wrong_drafts(
+        prompt: str, words: tuple[str, ...], ids: tuple[int, ...], every: int
+    ) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The fault knob --sim-wrong-token-every: one token in every ``every`` is the
+        runner-up's, where the prompt's hash puts it, as an accepted wrong draft would be."""
+        offset = zlib.crc32(prompt.encode()) % every
+        out_words, out_ids = list(words), list(ids)
+        for k in range(len(ids)):
+            if (k + offset) % every == every - 1:
+                out_words[k], out_ids[k] = textgen.wrong_token(ids[k])
+        return tuple(out_words), tuple(out_ids)
+
+    @staticmethod
+    def logprobs(given: str | list[int], ids: tuple[int, ...], n: int, with_text: bool,
+                 top: int) -> dict[str, Any]:  # fmt: skip
+        """``return_logprob``'s keys of ``meta_info``, as SGLang's tokenizer manager builds them:
+        ``[logprob, token id, text or None]`` per output token and, with ``top_logprobs_num``,
+        the top candidates per position (here the base's choice and its runner-up)."""
+        prompt = given if isinstance(given, str) else f"ids {zlib.crc32(repr(given).encode())}"
+        pairs = textgen.top2_logprobs(prompt, n)
+        words, truth = textgen.continuation(prompt, n)
+        chosen, tops = [], []
+        for k in range(n):
+            best_lp, second_lp = pairs[k]
+            second_word, second_id = textgen.wrong_token(truth[k])
+            best = [best_lp, truth[k], words[k] if with_text else None]
+            runner = [second_lp, second_id, second_word if with_text else None]
+            chosen.append(best if ids[k] == truth[k] else runner)
+            tops.append([best, runner][: max(0, top)])
+        out: dict[str, Any] = {
+            "input_token_logprobs": [],
+            "output_token_logprobs": chosen,
+            "output_token_logprobs_length": n,
+        }
+        if top > 0:
+            out.update(input_top_logprobs=[], output_top_logprobs=tops)
+        return out
 
     def finish_reason(self, req: SimRequest) -> dict[str, Any] | None:
         if req.finished_at is None:
@@ -405,14 +447,22 @@ class SimServer:
         )
         self.engine.submit(req)
         if not body.get("stream"):
-            return await self._unary(
-                req,
-                lambda n: {
-                    "text": "".join(words[:n]),
-                    "output_ids": list(ids[:n]),
-                    "meta_info": self._meta(req, n, streamed=False),
-                },
-            )
+
+            def whole(n: int) -> dict[str, Any]:
+                meta = self._meta(req, n, streamed=False)
+                if body.get("return_logprob"):
+                    meta.update(
+                        self.logprobs(
+                            cast("str | list[int]", text),
+                            ids,
+                            n,
+                            bool(body.get("return_text_in_logprobs")),
+                            int(body.get("top_logprobs_num") or 0),
+                        )  # fmt: skip
+                    )
+                return {"text": "".join(words[:n]), "output_ids": list(ids[:n]), "meta_info": meta}
+
+            return await self._unary(req, whole)
 
         async def events() -> AsyncIterator[bytes]:
             async for n in self.tokens(req):

@@ -38,6 +38,24 @@ def continuation(prompt: str, length: int) -> tuple[tuple[str, ...], tuple[int, 
     return tuple(" " + _WORDS[i] for i in picks), tuple(1000 + i for i in picks)
 
 
+def top2_logprobs(prompt: str, length: int) -> tuple[tuple[float, float], ...]:
+    """Per output position, the log-probabilities of the chosen token and the runner-up, as a
+    model's would be at temperature 0: the gap between them is mostly wide (the model is sure),
+    about one position in twenty a near-tie within 0.1 (deterministic per prompt)."""
+    rng = random.Random(hashlib.sha256(b"logprobs" + prompt.encode()).digest())
+    out = []
+    for _ in range(length):
+        best = -rng.expovariate(4.0)  # a confident choice: log p near 0
+        out.append((best, best - rng.expovariate(0.5)))  # the gap: exponential, mean 2
+    return tuple(out)
+
+
+def wrong_token(token_id: int) -> tuple[str, int]:
+    """Another word than ``token_id``'s: what a drafter's accepted wrong draft emits."""
+    k = (token_id - 1000 + 1) % len(_WORDS)
+    return " " + _WORDS[k], 1000 + k
+
+
 def natural_length(prompt: str, max_new_tokens: int) -> int:
     """Where the model would emit EOS when ``ignore_eos`` is off (deterministic per prompt)."""
     h = int.from_bytes(hashlib.sha256(b"eos" + prompt.encode()).digest()[:4], "big")

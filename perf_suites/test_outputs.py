@@ -1,0 +1,20 @@
+"""Speed counts only when the output is right: greedy parity of a speculative profile with its
+base, in the same run.
+
+Each profile answers the first ``parity_prompts`` built-in prompts at temperature 0, one at a
+time, with the top two candidates' log-probabilities; then every speculative profile selected
+with its base is compared token by token. A divergence where the base's top two candidates were
+within ``parity_tie_gap`` is a floating-point near-tie, reported and excused; any other FAILs
+the pair: the speculative server answers differently, not only faster (docs/how-to/quality.md).
+"""
+
+
+def test_greedy_outputs(llmperf):
+    """Keep this profile's greedy continuations for the parity check (seconds of server time)."""
+    outputs = llmperf.greedy()
+    assert all(o.tokens for o in outputs), "a prompt got an empty continuation"
+
+
+def test_greedy_parity(llmperf_parity):
+    """The speculative profile's continuations against its base's: identical, or a near-tie."""
+    llmperf_parity.check(of="test_greedy_outputs")

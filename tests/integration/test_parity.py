@@ -1,0 +1,70 @@
+"""Greedy parity end to end on the simulated pair: the shipped perf_suites/test_outputs.py
+passes a lossless pair run after run, and a drafter whose wrong drafts are accepted
+(``--sim-wrong-token-every``) FAILs parity and the pair while its tok/s reads faster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.helpers import write_profiles
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OUTPUTS_SUITE = (REPO_ROOT / "perf_suites" / "test_outputs.py").read_text()
+SPEED_SUITE = """
+def test_output_throughput(llmperf, llm_concurrency):
+    llmperf.check(llmperf.measure(concurrency=llm_concurrency))
+
+
+def test_speculative_speedup(llmperf_speedup):
+    llmperf_speedup.check(of="test_output_throughput")
+"""
+PAIR = ("--llm-profile", "sim-base,sim-spec")
+
+
+def test_a_lossless_pair_is_identical_on_every_prompt_with_no_golden(pytester):
+    write_profiles(pytester, concurrency="[1]")
+    pytester.makepyfile(test_outputs=OUTPUTS_SUITE)
+    for _ in range(2):  # run after run, unchanged
+        result = pytester.runpytest(*PAIR, "--perf-json", "out.json")
+        result.assert_outcomes(passed=3)  # each profile's outputs, then the pair
+        result.stdout.fnmatch_lines(
+            ["sim-spec vs sim-base, greedy parity (greedy_parity): "
+             "8 of 8 prompts identical — PASS"]
+        )  # fmt: skip
+        (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
+        assert parity["verdict"] == "PASS" and parity["identical_fraction"] == 1.0
+        assert [p["identical"] for p in parity["per_prompt"]] == [True] * 8
+        assert all(p["tokens"] == 32 for p in parity["per_prompt"])
+
+
+def test_a_drafter_that_accepts_wrong_tokens_is_faster_and_fails_parity_and_the_pair(pytester):
+    marker = write_profiles(pytester, concurrency="[1]", runs=3, min_requests=8)
+    pytester.makepyfile(test_outputs=OUTPUTS_SUITE, test_speed=SPEED_SUITE)
+    record = ("--perf-update", "--perf-update-runs", "5", "-p", "no:randomly")
+    pytester.runpytest(*PAIR, *record, "-k", "not greedy").assert_outcomes(passed=3)
+
+    # The drafter now has every draft accepted, right or wrong: one token in 12 is wrong, and
+    # more tokens a step make it faster.
+    write_profiles(pytester, marker=marker, concurrency="[1]", runs=3, min_requests=8,
+                   spec_args='"--sim-accept-length", "3.5", "--sim-wrong-token-every", "12"')  # fmt: skip
+    result = pytester.runpytest(*PAIR, "--perf-json", "out.json", "-p", "no:randomly")
+    out = json.loads((pytester.path / "out.json").read_text())
+    spec = next(p for p in out["points"] if p["profile"] == "sim-spec")
+    assert spec["verdict"] in ("PASS", "IMPROVED") and spec["ratio"] > 1.1  # reads faster
+    (parity,) = out["parity"]
+    assert parity["verdict"] == "FAIL" and parity["identical"] < 8
+    wrong = next(p for p in parity["per_prompt"] if not p["identical"] and not p["excused"])
+    assert wrong["base_token"] != wrong["spec_token"] and wrong["top2_gap"] > 0.1
+    text = result.stdout.str()
+    assert (
+        f"diverges at token {wrong['position']}: base {wrong['base_token']!r}, speculative "
+        f"{wrong['spec_token']!r}" in text
+    )
+    (gate,) = out["speculative"][0]["gate"].values()
+    assert (
+        gate["verdict"] == "FAIL"
+        and "the pair FAILs (speedup IMPROVED, parity FAIL)" in (gate["message"])
+    )
+    result.assert_outcomes(passed=4, failed=2)  # parity and the speedup
+    result.stdout.fnmatch_lines(["*the pair FAILs: its speedup counts only if it answers as*"])

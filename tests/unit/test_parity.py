@@ -1,0 +1,104 @@
+"""Greedy parity's comparison (core/parity.py) and the parsers of each API's answer
+(load/greedy.py), on answers shaped as the engines' own code builds them."""
+
+import pytest
+
+from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.parity import GreedyOutput, compare, judge
+from pytest_llmperf.load.greedy import PARSERS, GreedyError
+
+
+def out(tokens, gaps=None, texts=None, finish="length"):
+    texts = texts or tuple(f" w{t}" for t in tokens)
+    return GreedyOutput("a prompt", tuple(tokens), tuple(texts), tuple(gaps or [2.0] * len(tokens)),
+                        finish)  # fmt: skip
+
+
+def test_identical_continuations_have_no_divergence():
+    p = compare(1, out([1, 2, 3]), out([1, 2, 3]), tie_gap=0.1)
+    assert p.identical and p.position is None and p.tokens == 3
+
+
+def test_the_first_divergent_position_both_tokens_and_the_base_gap_there():
+    base = out([1, 2, 3, 4], gaps=[2.0, 3.0, 0.05, 1.0])
+    p = compare(1, base, out([1, 2, 9, 4]), tie_gap=0.1)
+    assert (p.position, p.base_token, p.spec_token, p.gap) == (2, " w3", " w9", 0.05)
+    assert p.excused  # 0.05 ≤ 0.1: a near-tie
+    assert p.base_continuation == " w3 w4" and p.spec_continuation == " w9 w4"
+    sure = compare(1, out([1, 2, 3, 4]), out([1, 2, 9, 4]), tie_gap=0.1)
+    assert not sure.excused and sure.gap == 2.0
+
+
+def test_a_continuation_that_stops_early_diverges_where_it_stopped():
+    p = compare(1, out([1, 2, 3]), out([1, 2], finish="stop"), tie_gap=0.1)
+    assert p.position == 2 and p.spec_token == "<end: stop>"
+
+
+def test_no_log_probabilities_means_no_divergence_can_be_excused():
+    base = GreedyOutput("p", ("a", "b"), ("a", "b"), (None, None))
+    p = compare(1, base, GreedyOutput("p", ("a", "c"), ("a", "c"), (None, None)), tie_gap=10.0)
+    assert not p.excused and "no log-probabilities" in p.describe()
+
+
+def test_the_pair_fails_on_a_real_divergence_and_passes_on_near_ties_only():
+    base = [out([1, 2, 3], gaps=[2.0, 0.01, 2.0]), out([4, 5, 6])]
+    tie = judge("spec", "base", "t", base, [out([1, 9, 3]), out([4, 5, 6])], tie_gap=0.1)
+    assert tie.outcome is Outcome.PASS and tie.identical == 1 and tie.fraction == 0.5
+    assert tie.message.endswith("PASS; 1 near-tie(s) excused (top-2 gap ≤ 0.1)")
+    wrong = judge("spec", "base", "t", base, [out([1, 2, 3]), out([4, 5, 7])], tie_gap=0.1)
+    assert wrong.outcome is Outcome.FAIL and [p.index for p in wrong.faults] == [2]
+    assert "diverges at token 2: base ' w6', speculative ' w7'" in wrong.message
+    assert wrong.to_json()["per_prompt"][1]["position"] == 2
+
+
+def test_sglang_native_answer():
+    body = {
+        "text": " a b",
+        "meta_info": {
+            "finish_reason": {"type": "length", "length": 2},
+            "output_token_logprobs": [[-0.1, 11, " a"], [-0.5, 12, " b"]],
+            "output_top_logprobs": [
+                [[-0.1, 11, " a"], [-2.6, 13, " c"]],
+                [[-0.5, 12, " b"], [-0.55, 14, " d"]],
+            ],
+        },
+    }
+    o = PARSERS["sglang"](body, "p")
+    assert o.tokens == (11, 12) and o.texts == (" a", " b") and o.finish == "length"
+    assert o.gaps == pytest.approx((2.5, 0.05))
+
+
+def test_llamacpp_native_answer():
+    body = {
+        "content": " a b",
+        "stopped_limit": True,
+        "completion_probabilities": [
+            {"id": 11, "token": " a", "logprob": -0.1,
+             "top_logprobs": [{"id": 11, "token": " a", "logprob": -0.1},
+                              {"id": 13, "token": " c", "logprob": -3.1}]},
+        ],
+    }  # fmt: skip
+    o = PARSERS["llamacpp"](body, "p")
+    assert o.tokens == (11,) and o.gaps == pytest.approx((3.0,)) and o.finish == "length"
+
+
+def test_openai_completions_answer_compares_token_text():
+    body = {
+        "choices": [
+            {
+                "finish_reason": "length",
+                "logprobs": {
+                    "tokens": [" a", " b"],
+                    "top_logprobs": [{" a": -0.1, " c": -1.1}, {" b": -0.2}],
+                },
+            }
+        ]
+    }
+    o = PARSERS["openai"](body, "p")
+    assert o.tokens == (" a", " b") and o.gaps[0] == pytest.approx(1.0) and o.gaps[1] is None
+
+
+@pytest.mark.parametrize("api", ["sglang", "llamacpp", "openai"])
+def test_an_answer_without_log_probabilities_is_a_one_line_error(api):
+    with pytest.raises(GreedyError):
+        PARSERS[api]({"text": "x", "meta_info": {}, "choices": [{}]}, "p")
