@@ -124,11 +124,13 @@ def not_gated_for_too_few_values(
 
 def not_gated(verdict: Verdict, why: str) -> tuple[Verdict, str]:
     """A figure that says something of the point but cannot fail it (``why`` says what): a
-    significant move is a WARN; one the runs cannot tell from noise passes."""
+    significant fall is a WARN; a rise, or one the runs cannot tell from noise, passes."""
     if verdict.inconclusive or verdict.outcome is Outcome.UNCERTAIN:
         return replace(verdict, outcome=Outcome.PASS, inconclusive=False), why
     if verdict.outcome is Outcome.FAIL:
         return replace(verdict, outcome=Outcome.WARN), why
+    if verdict.outcome is Outcome.IMPROVED:  # no golden of this figure's to refresh for it
+        return replace(verdict, outcome=Outcome.PASS), why
     return verdict, why
 
 
