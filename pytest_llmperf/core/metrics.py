@@ -12,7 +12,13 @@ Definitions (peers use the same names for different things; these are ours):
   values). Percentiles are token-weighted.
 - ``tpot_s``: (e2e − ttft) ÷ (completion tokens − 1), per request.
 - ``accept_length``: Σ completion tokens ÷ Σ ``spec_verify_ct`` over the run's requests, from
-  each request's final ``meta_info`` (run-scoped; never the server's lifetime average).
+  each request's final ``meta_info`` (run-scoped; never the server's lifetime average); for
+  llama.cpp, whose ``timings`` count drafts, the verify steps are the tokens less
+  ``draft_n_accepted``.
+- ``accept_length_observed``: the client's own count, beside the engine's: Σ completion tokens
+  ÷ Σ bursts, a burst being the tokens a verify step sends back to back (chunks less than a
+  tenth of the request's 90th-percentile gap apart). Only where the engine reports an
+  accept length, to cross-check it.
 - Validity: failed requests, short token counts, and the client checks of
   :func:`client_checks`. A run with any problem is INVALID, not a slower run.
 
@@ -186,15 +192,23 @@ def request_tok_s(rec: RequestRecord) -> float | None:
 
 def itl(rec: RequestRecord, per_chunk: float | None = None) -> tuple[list[float], list[float]]:
     """Per-token inter-token latencies of one request, as (values, token weights);
-    ``per_chunk``: the tokens of a cut request's chunks (see RequestRecord.chunk_tokens)."""
+    ``per_chunk``: the tokens of a cut request's chunks (see RequestRecord.chunk_tokens).
+
+    A speculative server (one that counted verify steps) may send a step's tokens as separate
+    events microseconds apart (llama.cpp does): those are one burst, as SGLang's one event of
+    the step's tokens is, so the step's time is shared by its tokens, not read as 0.01 ms ITLs."""
     values: list[float] = []
     weights: list[float] = []
     times, tokens = rec.chunk_times, rec.chunk_tokens(per_chunk)
+    cut = burst_cut(times) if rec.spec_verify_ct else 0.0
+    last, pending = (times[0], 0.0) if times else (0.0, 0.0)
     for k in range(1, len(times)):
-        n = tokens[k]
-        if n > 0:
-            values.append((times[k] - times[k - 1]) / n)
-            weights.append(n)
+        pending += tokens[k]
+        ends_burst = k + 1 == len(times) or times[k + 1] - times[k] >= cut
+        if pending > 0 and ends_burst:
+            values.append((times[k] - last) / pending)
+            weights.append(pending)
+            last, pending = times[k], 0.0
     return values, weights
 
 
@@ -205,6 +219,43 @@ def accept_length(records: Iterable[RequestRecord]) -> float | None:
             tokens += r.completion_tokens or 0
             verify += r.spec_verify_ct
     return tokens / verify if verify else None
+
+
+#: Chunks closer than this share of the request's 90th-percentile gap (and than BURST_FLOOR_S)
+#: belong to one verify step: a step's tokens leave the server microseconds apart, steps
+#: milliseconds apart (llama.cpp on 2 cores: 0.01-0.09 ms inside, with a 2-4 ms hiccup now and
+#: then, about 90 ms between drafting steps, 18-24 ms for a last step with nothing to draft).
+BURST_SHARE = 0.1
+BURST_FLOOR_S = 0.001
+
+
+def burst_cut(times: Sequence[float]) -> float:
+    """The gap below which two chunks of a request belong to one verify step."""
+    import numpy as np
+
+    if len(times) < 2:
+        return 0.0
+    gaps = np.diff(np.asarray(times, dtype=float))
+    return max(BURST_FLOOR_S, BURST_SHARE * float(np.percentile(gaps, 90)))
+
+
+def bursts(record: RequestRecord) -> int:
+    """How many verify steps the request's chunks arrived in, by their gaps."""
+    times = record.chunk_times
+    if len(times) < 2:
+        return len(times)
+    cut = burst_cut(times)
+    return 1 + sum(b - a >= cut for a, b in zip(times, times[1:]))
+
+
+def observed_accept_length(records: Iterable[RequestRecord]) -> float | None:
+    """Σ completion tokens ÷ Σ bursts over requests the engine counted verify steps for."""
+    tokens = steps = 0
+    for r in records:
+        if r.error is None and r.spec_verify_ct and r.chunk_times:
+            tokens += r.completion_tokens or 0
+            steps += bursts(r)
+    return tokens / steps if steps else None
 
 
 def achieved_concurrency(records: Sequence[RequestRecord]) -> float:
@@ -279,6 +330,8 @@ class RunMetrics:
     #: schedule: arrival offsets in seconds from the run's start.
     open_loop: dict[str, Any] | None = None
     schedule: list[float] | None = None
+    #: The client's own count of tokens per verify step, to cross-check ``accept_length``.
+    accept_length_observed: float | None = None
 
     @property
     def sustainable(self) -> bool:
@@ -346,6 +399,7 @@ def _whole_run_figures(run: RunRecords) -> tuple[dict[str, Any], list[str]]:
         "tpot_s": distribution([t for t in map(tpot, ok) if t is not None]),
         "e2e_s": distribution([r.e2e for r in ok]),
         "accept_length": accept_length(ok),
+        "accept_length_observed": observed_accept_length(ok),
         "achieved_concurrency": achieved_concurrency(records),
         "in_flight_while_sending": in_flight_while_sending(records, run.concurrency),
         "client_gap_s": client_gap(records, run.concurrency),
@@ -408,6 +462,7 @@ def _window_figures(
         "itl_s": distribution(itl_values, itl_weights),
         "tpot_s": distribution([t for t in map(tpot, finished) if t is not None]),
         "accept_length": accept_length(finished),
+        "accept_length_observed": observed_accept_length(finished),
         "window": window_summary(window, origin, tokens, estimated, ok, finished),
     }
     return figures, problems

@@ -23,11 +23,17 @@ if TYPE_CHECKING:
     from pytest_llmperf.profiles import Profile
 
 
+#: The draft model's flag, by llama.cpp release (``--spec-draft-model`` is the newest name).
+DRAFT_MODEL_FLAGS = ("-md", "--model-draft", "--spec-draft-model")
+
+
 class LlamaCppEngine(Engine):
     name: ClassVar[str] = "llamacpp"
     health_path: ClassVar[str] = "/health"
-    speculative_flags: ClassVar[tuple[str, ...]] = ("-md", "--model-draft")
+    speculative_flags: ClassVar[tuple[str, ...]] = DRAFT_MODEL_FLAGS + ("--spec-type",)
     reserved_flags: ClassVar[tuple[str, ...]] = ("--port", "--host", "-m", "--model")
+    # Its native /completion gives token ids and top_logprobs; its OpenAI route gives text.
+    greedy_api: ClassVar[str | None] = "llamacpp"
 
     def command(self, profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
         return [
@@ -38,14 +44,39 @@ class LlamaCppEngine(Engine):
             host,
             "--port",
             str(port),
-            *profile.args,
+            *draft_model_resolved(profile),
         ]
+
+    def unfair_differences(self, spec_args: Sequence[str], base_args: Sequence[str]) -> list[str]:
+        from pytest_llmperf.engines.sglang_flags import unfair_differences
+
+        return unfair_differences(
+            spec_args, base_args, is_flag=_is_flag, speculative=_is_speculative
+        )
 
     def binary(self, command: Sequence[str]) -> str | None:
         return executable_digest(command)
 
     def info_paths(self) -> tuple[str, ...]:
         return ("/props", "/v1/models")
+
+
+def _is_flag(arg: str) -> bool:
+    """llama-server's flags: ``--long`` and ``-short`` (``-md``), never a negative number."""
+    return arg.startswith("-") and not arg[1:].replace(".", "", 1).isdigit()
+
+
+def _is_speculative(flag: str) -> bool:
+    """The draft's and the speculation's own flags (``--spec-*``, ``--draft-*``, and the short
+    forms of the draft model's: ``-md``, ``-td``, ``-ngld``, …, which all end in ``d``)."""
+    long_draft = flag.startswith(("--spec-", "--draft")) or flag.endswith("-draft")
+    return flag in DRAFT_MODEL_FLAGS or long_draft or flag in SHORT_DRAFT_FLAGS
+
+
+#: The short forms of llama-server's draft options (``llama-server --help``, speculative params).
+SHORT_DRAFT_FLAGS = frozenset(
+    "-md -td -tbd -Cd -Crd -Cbd -otd -cmoed -ncmoed -hfd -hfrd -devd -ngld -ctkd -ctvd".split()
+)
 
 
 def executable(profile: Profile) -> str:
@@ -70,3 +101,25 @@ def model_path(profile: Profile) -> str:
             "field 'model'). Set `model` to a .gguf file (relative paths are relative to the profiles file)."
         )
     return model
+
+
+def draft_model_resolved(profile: Profile) -> list[str]:
+    """The profile's args, with the draft model's path (``--model-draft FILE``) relative to the
+    profiles file, as ``model`` is, and checked: a missing draft says so before the launch."""
+    args = list(profile.args)
+    for k, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag not in DRAFT_MODEL_FLAGS or (not eq and k + 1 >= len(args)):
+            continue
+        path = profile.path_field(value if eq else args[k + 1])
+        if not os.path.isfile(path):
+            raise ServerStartError(
+                f"{profile.name}: the draft model {path} does not exist ({profile.source}, profile "
+                f"{profile.name!r}, field 'args', {flag}). Point {flag} at a .gguf file that shares "
+                "the model's vocabulary (relative paths are relative to the profiles file)."
+            )
+        if eq:
+            args[k] = f"{flag}={path}"
+        else:
+            args[k + 1] = path
+    return args

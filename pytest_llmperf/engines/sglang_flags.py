@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,16 +48,22 @@ class Adapted:
     notes: list[str] = field(default_factory=list)  # what was rewritten, and warnings
 
 
-def _split(args: Sequence[str]) -> list[tuple[str, str | None, bool]]:
+def _long_flag(arg: str) -> bool:
+    return arg.startswith("--")
+
+
+def _split(
+    args: Sequence[str], is_flag: Callable[[str], bool] = _long_flag
+) -> list[tuple[str, str | None, bool]]:
     """(flag, value, written with '=') per option; a bare value stays with its flag."""
     out: list[tuple[str, str | None, bool]] = []
     i = 0
     while i < len(args):
         arg = args[i]
-        if arg.startswith("--") and "=" in arg:
+        if is_flag(arg) and "=" in arg:
             flag, value = arg.split("=", 1)
             out.append((flag, value, True))
-        elif arg.startswith("--") and i + 1 < len(args) and not args[i + 1].startswith("--"):
+        elif is_flag(arg) and i + 1 < len(args) and not is_flag(args[i + 1]):
             out.append((arg, args[i + 1], False))
             i += 1
         else:
@@ -157,14 +163,22 @@ def server_differences(
     return lines
 
 
-def unfair_differences(spec_args: Sequence[str], base_args: Sequence[str]) -> list[str]:
-    """What a speculative profile changes beyond the speculative flags, one line per flag."""
+def unfair_differences(
+    spec_args: Sequence[str],
+    base_args: Sequence[str],
+    *,
+    is_flag: Callable[[str], bool] = _long_flag,
+    speculative: Callable[[str], bool] = lambda flag: flag.startswith(SPECULATIVE_PREFIX),
+) -> list[str]:
+    """What a speculative profile changes beyond the speculative flags, one line per flag
+    (SGLang's flags by default; another engine says what its flags and its speculative ones
+    look like)."""
 
     def options(args: Sequence[str]) -> dict[str, str | None]:
         return {
             flag: value
-            for flag, value, _ in _split(args)
-            if not flag.startswith(SPECULATIVE_PREFIX) and flag.startswith("--")
+            for flag, value, _ in _split(args, is_flag)
+            if not speculative(flag) and is_flag(flag)
         }
 
     spec, base = options(spec_args), options(base_args)

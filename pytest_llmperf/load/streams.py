@@ -126,7 +126,7 @@ class OpenAIStream:
     generated text); every other event (role, finish, usage, error) is parsed in full.
     """
 
-    __slots__ = ("count", "usage", "error", "finish_reason", "sglext")
+    __slots__ = ("count", "usage", "error", "finish_reason", "sglext", "timings")
 
     def __init__(self) -> None:
         self.count: int | None = None
@@ -134,6 +134,8 @@ class OpenAIStream:
         self.error: str | None = None
         self.finish_reason: str | None = None
         self.sglext: dict[str, Any] | None = None
+        #: llama.cpp's ``timings`` of the last event: ``draft_n``, ``draft_n_accepted``.
+        self.timings: dict[str, Any] | None = None
 
     def event(self, data: bytes) -> bool:
         if _CONTENT.search(data) is None:
@@ -163,6 +165,8 @@ class OpenAIStream:
             self.usage = obj["usage"]
         if obj.get("sglext"):
             self.sglext = obj["sglext"]
+        if isinstance(obj.get("timings"), dict):
+            self.timings = obj["timings"]
         for choice in obj.get("choices") or ():
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
@@ -190,6 +194,15 @@ class OpenAIStream:
         rec.finish_reason = self.finish_reason
         details = (self.sglext or {}).get("spec_tokens_details") or {}
         rec.spec_verify_ct = _optional_count(details.get("spec_verify_ct"))
+        accepted = _optional_count((self.timings or {}).get("draft_n_accepted"))
+        if (
+            rec.spec_verify_ct is None
+            and accepted is not None
+            and accepted <= rec.completion_tokens
+        ):
+            # llama.cpp's draft counts: each verify step emits its accepted drafts and one token
+            # of the target's own, so the steps are the tokens less the accepted drafts.
+            rec.spec_verify_ct = rec.completion_tokens - accepted
 
 
 def _count(obj: dict[str, Any], key: str, where: str, event: bytes) -> int:

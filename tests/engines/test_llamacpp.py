@@ -236,3 +236,100 @@ def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_30_percent_co
         slowed.stdout.fnmatch_lines(["*nightly C=*FAIL: significantly slower*"])
         assert slowed.ret == 1
     print("\n".join(figures))  # shown with -s: every night's verdicts
+
+
+def spec_pair_profiles(llama_profile) -> str:
+    """The shipped llama.cpp pair (llamacpp-smollm2 and llamacpp-smollm2-spec, its draft the
+    same GGUF), launched by the plugin, at two levels of 32-token requests."""
+    spec = load_profiles(PROFILES).profiles["llamacpp-smollm2-spec"]
+    model = REPO / ".llama/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    own = [
+        a if not a.endswith(".gguf") else str(model) for a in spec.args[len(llama_profile.args) :]
+    ]
+    return f"""
+    [profiles.base]
+    engine = "llamacpp"
+    binary = "{REPO / ".llama/build/bin/llama-server"}"
+    model = "{model}"
+    args = [{", ".join(f'"{a}"' for a in llama_profile.args)}]
+    api = "openai"
+    concurrency = [1, 2]
+    runs = 3
+    output_len = 32
+    min_requests = 6
+    ready_timeout_s = 60
+    shutdown_timeout_s = 10
+
+    [profiles.spec]
+    extends = "base"
+    extra_args = [{", ".join(f'"{a}"' for a in own)}]
+    """
+
+
+SPEC_PAIR_SUITE = """
+def test_output_throughput(llmperf, llm_concurrency):
+    llmperf.check(llmperf.measure(concurrency=llm_concurrency))
+
+
+def test_speculative_speedup(llmperf_speedup):
+    llmperf_speedup.check(of="test_output_throughput")
+
+
+def test_greedy_outputs(llmperf):
+    llmperf.greedy()
+
+
+def test_greedy_parity(llmperf_parity):
+    llmperf_parity.check(of="test_greedy_outputs")
+"""
+
+
+def test_a_real_speculative_pair_parity_per_prompt_accept_from_its_counters_and_the_speedup(
+    pytester, llama_profile
+):
+    """llama-server drafting with a draft model, against itself without one, each launched by
+    the plugin: greedy parity per prompt (a draft that is the target accepts every draft, so
+    the answers must be the base's), the accept length from the engine's own draft counters
+    within 2 % of the client's own count of its bursts, and the speedup per level with its
+    crossover (a draft as large as the target costs what it saves: below 1)."""
+    project_with(pytester, spec_pair_profiles(llama_profile), SPEC_PAIR_SUITE)
+    result = pytester.runpytest_subprocess(
+        "--llm-profile", "base,spec", "--perf-measure", "--perf-json", "out.json",
+        "-p", "no:randomly",
+    )  # fmt: skip
+    result.assert_outcomes(passed=9)  # 2 × 2 levels, 2 × outputs, parity, 2 speedups
+    data = json.loads((pytester.path / "out.json").read_text())
+    (parity,) = data["parity"]
+    assert parity["verdict"] == "PASS" and len(parity["per_prompt"]) == 8
+    for prompt in parity["per_prompt"]:  # up to 32 tokens: a greedy answer may end early
+        assert 1 <= prompt["tokens"] <= 32 and (prompt["identical"] or prompt["excused"]), prompt
+    assert sum(p["tokens"] for p in parity["per_prompt"]) > 100
+    spec_points = [p for p in data["points"] if p["profile"] == "spec"]
+    for point in spec_points:
+        runs = point["runs"]
+        for run in runs:
+            assert run["accept_length"] > 1.5, run  # from timings.draft_n_accepted
+            # A step's tokens share its time: the ITL is a step's share, not microseconds.
+            assert run["itl_s"]["p50"] > 0.002, run["itl_s"]
+        # Over the point's runs (about 170 verify steps: a step the server split by being
+        # descheduled mid-burst moves one run's count by 2 %): Σ tokens ÷ Σ steps, each way.
+        tokens = sum(r["output_tokens"] for r in runs)
+        engine = tokens / sum(r["output_tokens"] / r["accept_length"] for r in runs)
+        observed = tokens / sum(r["output_tokens"] / r["accept_length_observed"] for r in runs)
+        print(f"C={point['concurrency']}: accept {engine:.3f} (engine), {observed:.3f} (client)")
+        assert observed == pytest.approx(engine, rel=0.02), [
+            (r["accept_length"], r["accept_length_observed"]) for r in runs
+        ]
+    assert all(r["accept_length"] is None for p in data["points"] if p["profile"] == "base"
+               for r in p["runs"])  # fmt: skip
+    (analysis,) = data["speculative"]
+    speedup = analysis["speedup"]
+    assert sorted(speedup) == ["1", "2"] and all(s["low"] <= s["ratio"] <= s["high"] for s in
+                                                 speedup.values())  # fmt: skip
+    # The crossover is the first level where speculation is not faster (none: faster at both).
+    slower = [c for c in ("1", "2") if speedup[c]["status"] != "faster"]
+    assert analysis["crossover_concurrency"] == (int(slower[0]) if slower else None)
+    result.stdout.fnmatch_lines(
+        ["spec vs base (output_throughput), same run:",
+         "spec vs base, greedy parity (greedy_parity): * of 8 prompts identical — PASS"]
+    )  # fmt: skip

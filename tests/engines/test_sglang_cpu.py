@@ -492,6 +492,28 @@ def test_token_id_prompts_prefix_cache_and_chat_on_the_real_server(attached):
     print("cached tokens per run:", [m.cached_tokens for m in [*shared, *unshared, *openai]])
 
 
+def test_greedy_outputs_with_top_two_log_probabilities_from_the_real_server(attached):
+    """The real SGLang is the oracle for greedy parity's request and parser (load/greedy.py):
+    ``return_logprob`` with ``top_logprobs_num = 2`` on /generate gives each output token's id
+    and text and the top two candidates, the chosen one first; the same prompts answer the same
+    tokens twice (greedy, one at a time), so the server compared with itself has parity."""
+    from pytest_llmperf.core.parity import judge
+    from pytest_llmperf.load.greedy import greedy_outputs
+    from pytest_llmperf.load.prompts import default_prompts
+
+    url = attached.server.base_url
+    prompts = [default_prompts()[k] for k in range(3)]
+    first = greedy_outputs(url, "sglang", prompts, 12)
+    again = greedy_outputs(url, "sglang", prompts, 12)
+    for out in first:
+        assert 1 <= len(out.tokens) <= 12 and all(isinstance(t, int) for t in out.tokens)
+        assert len(out.texts) == len(out.tokens) and len(out.gaps) == len(out.tokens)
+        assert all(g is not None and g >= 0 for g in out.gaps), out.gaps
+        assert out.finish in ("length", "stop")
+    parity = judge("cpu", "cpu", "t", first, again, tie_gap=0.1)
+    assert parity.identical == 3, [p.describe() for p in parity.prompts]
+
+
 def test_the_shipped_suite_records_then_passes_on_sglang_cpu(pytester, attached):
     """``pytest perf_suites --llm-profile=sglang-cpu``, recorded then gated on the shared server
     (the shipped profile's own launch is tested through sglang-cpu-dp2, which extends it, in

@@ -127,3 +127,59 @@ def test_client_checks_flag_a_client_that_set_the_pace():
         run_of(recs[:2], 2, cpu=0.5, lags=[0.001] * 98 + [0.08, 0.09]), expected_tokens=4
     )
     assert calm.valid, calm.problems  # rare lag spikes are the OS, not the client
+
+
+def llama_bursts(steps, per_step, gap=0.09, inside=0.00002):
+    """A llama.cpp speculative stream: the first token alone, then ``steps`` steps of
+    ``per_step`` tokens each sent as its own event, ``inside`` apart, steps ``gap`` apart."""
+    chunks, t, n = [(0.1, 1)], 0.1, 1
+    for _ in range(steps):
+        t += gap
+        for k in range(per_step):
+            n += 1
+            chunks.append((t + k * inside, n))
+        t += (per_step - 1) * inside
+    return chunks
+
+
+def test_a_steps_tokens_sent_as_separate_events_are_one_burst():
+    chunks = llama_bursts(steps=12, per_step=5)
+    rec = record(0, 0.0, chunks, spec_verify_ct=13)  # the engine: 61 tokens − 48 accepted
+    assert metrics.bursts(rec) == 13
+    values, weights = metrics.itl(rec)
+    # Each step's 90 ms shared by its 5 tokens: 18 ms, not 0.02 ms.
+    assert weights == [5] * 12 and values == pytest.approx([0.09 / 5] * 12, rel=0.01)
+    assert metrics.observed_accept_length([rec]) == pytest.approx(61 / 13)
+    # Without the engine's count the chunks are read as they came (and nothing is observed).
+    plain = record(0, 0.0, chunks)
+    assert len(metrics.itl(plain)[0]) == 60
+    assert metrics.observed_accept_length([plain]) is None
+
+
+def test_evenly_paced_chunks_of_a_speculative_server_are_each_a_step():
+    """SGLang's one event per step: nothing merges, and the ITL is as it was."""
+    rec = record(0, 0.0, [(0.1, 1), (0.13, 4), (0.16, 6), (0.19, 9)], spec_verify_ct=4)
+    assert metrics.bursts(rec) == 4
+    assert metrics.itl(rec)[0] == pytest.approx([0.01, 0.015, 0.01])
+
+
+def test_llama_cpp_draft_counts_become_the_verify_steps():
+    """The final event of llama-server's /v1/completions stream, as the real one sent it with a
+    draft model (captured here): 64 tokens, 50 drafts accepted, so 14 verify steps."""
+    from pytest_llmperf.load.streams import OpenAIStream
+
+    final = (
+        b'{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],'
+        b'"object":"text_completion","usage":{"completion_tokens":64,"prompt_tokens":6,'
+        b'"total_tokens":70},"timings":{"predicted_n":64,"draft_n":50,"draft_n_accepted":50}}'
+    )
+    stream = OpenAIStream()
+    stream.event(b'{"choices":[{"text":"The","index":0,"finish_reason":null}]}')
+    stream.event(final)
+    rec = RequestRecord(0)
+    stream.finish(rec)
+    assert (rec.completion_tokens, rec.spec_verify_ct) == (64, 14)
+    plain = OpenAIStream()  # no draft model: timings without draft counts
+    plain.event(final.replace(b',"draft_n":50,"draft_n_accepted":50', b""))
+    plain.finish(rec := RequestRecord(1))
+    assert rec.spec_verify_ct is None

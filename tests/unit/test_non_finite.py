@@ -24,7 +24,7 @@ BAD = [math.nan, math.inf, -math.inf]
 #: Every figure of a run that can be a float, and every distribution's fields.
 DISTRIBUTIONS = ("request_tok_s", "ttft_s", "itl_s", "tpot_s", "e2e_s", "loop_lag_s")
 SCALARS = (
-    "duration_s", "output_tok_s", "accept_length", "achieved_concurrency",
+    "duration_s", "output_tok_s", "accept_length", "accept_length_observed", "achieved_concurrency",
     "in_flight_while_sending", "client_gap_s", "client_cpu_fraction", "goodput_req_s",
 )  # fmt: skip
 FINGERPRINT = {"hard": {"hardware": {"key": "sim"}}, "soft": {}, "profile_keys": []}
