@@ -35,6 +35,11 @@ FILES = {
         "open-loop rate levels (`request_rate`): latency from the arrival, and whether the "
         "server keeps up",
     ),
+    "perf_suites/test_outputs.py": (
+        "perf_suites/test_outputs.py",
+        "greedy parity: a speculative profile answers token for token as its base, or the "
+        "pair FAILs",
+    ),
     "perf_suites/test_capacity.py": (
         "perf_suites/test_capacity.py",
         "the highest arrival rate that meets the profile's `slo` (`-k capacity`)",

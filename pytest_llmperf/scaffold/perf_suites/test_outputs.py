@@ -1,0 +1,1 @@
+../../../perf_suites/test_outputs.py
