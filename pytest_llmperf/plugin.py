@@ -389,7 +389,7 @@ def pytest_terminal_summary(
     session = config.stash.get(SESSION_KEY, None)
     if session is None:
         return
-    if session.points or session.capacities or session.parities:
+    if session.points or session.capacities or session.parities or session.accuracies:
         _write_summary(terminalreporter, session, exitstatus)
     for failure in session.output_failures:
         terminalreporter.write_line(f"llmperf: NOT WRITTEN: {failure}", red=True)
@@ -418,6 +418,8 @@ def _write_summary(
         for line in rate_table_lines(rates):
             terminalreporter.write_line(line)
     for line in terminal.speculative_lines(results):
+        terminalreporter.write_line(line)
+    for line in terminal.accuracy_lines(results):
         terminalreporter.write_line(line)
     if results.capacities:
         from pytest_llmperf.render.rates import capacity_lines

@@ -477,6 +477,30 @@ class Profile:
         check=lambda v: is_number(v) and v >= 0,
         allowed="a log-probability gap of 0 or more, e.g. 0.1",
     )
+    accuracy_tasks: str | None = setting(
+        None,
+        "accuracy (perf_suites/test_outputs.py): a JSONL task file, one item a line "
+        "(`question`, `answer`, optional `category`), relative to the profiles file; unset: the "
+        "built-in arithmetic set (60 items, no download)",
+        "verdict",
+        check=optional(is_str),
+        allowed="a path to a .jsonl file",
+    )
+    accuracy_tokens: int = setting(
+        16,
+        "accuracy: the tokens asked for per item (the answer is the response's last number)",
+        "verdict",
+        check=is_pos_int,
+        allowed="a positive integer, e.g. 16",
+    )
+    accuracy_margin: float = setting(
+        0.03,
+        "accuracy: a significant drop (McNemar on the golden's own items, p < 0.01) of at least "
+        "this share of the items FAILs; a smaller significant drop WARNs",
+        "verdict",
+        check=is_fraction,
+        allowed="a fraction between 0 and 1, e.g. 0.03 (3 points)",
+    )
     latency_fail_margin: float = setting(
         0.30,
         'the fail margin of latency checks (`check(point, metric="ttft_p99_s")`): a '

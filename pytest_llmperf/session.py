@@ -19,6 +19,7 @@ from pytest_llmperf.settings import Settings
 if TYPE_CHECKING:
     # What the session holds is imported where it is made: a pytest run in a project that
     # only has the plugin installed makes a session and never needs any of it.
+    from pytest_llmperf.core.accuracy import AccuracyPoint
     from pytest_llmperf.core.capacity import CapacityPoint
     from pytest_llmperf.core.parity import GreedyOutput, PairParity
     from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
@@ -52,6 +53,8 @@ class LLMPerfSession:
     greedy: dict[tuple[str, str], list[GreedyOutput]] = field(default_factory=dict)
     #: Greedy parity of each speculative profile against its base (llmperf_parity).
     parities: list[PairParity] = field(default_factory=list)
+    #: Accuracy on a task set (llmperf.accuracy), per profile.
+    accuracies: list[AccuracyPoint] = field(default_factory=list)
     servers: dict[str, ServerHandle] = field(default_factory=dict)
     fingerprints: dict[str, Fingerprint] = field(default_factory=dict)
     goldens: dict[Path, GoldenFile | None] = field(default_factory=dict)
@@ -258,6 +261,7 @@ class LLMPerfSession:
             speedups=list(self.speedups),
             capacities=list(self.capacities),
             parities=list(self.parities),
+            accuracies=list(self.accuracies),
             analyses=self.analyses(),
             golden_notes=list(self.golden_notes),
             # Not when levels were restricted: their other levels are expected to go unused.
@@ -297,7 +301,7 @@ class LLMPerfSession:
                 self._fill_history(recorded)
             except Exception as exc:  # the results files matter more than the series' summary
                 self.end_notes.append(f"the points' history could not be summarised: {exc!r}")
-        if self.points or self.capacities or self.parities:
+        if self.points or self.capacities or self.parities or self.accuracies:
             from pytest_llmperf.render import write
 
             settings = self.settings

@@ -137,6 +137,8 @@ class PairParity:
     prompts: list[PromptParity]
     outcome: Outcome = Outcome.PASS
     message: str = ""
+    #: The pair's accuracy on the same items (McNemar), where both were asked in the run.
+    accuracy: str | None = None
 
     @property
     def identical(self) -> int:
@@ -166,6 +168,7 @@ class PairParity:
             "tie_gap": self.tie_gap,
             "verdict": self.outcome.value,
             "message": self.message,
+            "accuracy": self.accuracy,
             "per_prompt": [p.to_json() for p in self.prompts],
         }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmperf.core.accuracy import AccuracyPoint
 from pytest_llmperf.core.capacity import CapacityPoint
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
@@ -35,6 +36,8 @@ class Results:
     capacities: list[CapacityPoint] = field(default_factory=list)
     #: Greedy parity of each speculative profile with its base (core/parity.py).
     parities: list[PairParity] = field(default_factory=list)
+    #: Accuracy on a task set, per profile (core/accuracy.py).
+    accuracies: list[AccuracyPoint] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)
     #: One line per golden file change written under --perf-update.
     golden_notes: list[str] = field(default_factory=list)
@@ -52,7 +55,7 @@ class Results:
 
     @property
     def all_points(self) -> list[Point]:
-        return [*self.points, *self.speedups, *self.capacities]
+        return [*self.points, *self.speedups, *self.capacities, *self.accuracies]
 
     def counts(self) -> dict[Outcome, int]:
         """How many points (and parity checks) ended in each outcome, most urgent first."""

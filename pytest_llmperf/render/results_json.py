@@ -37,6 +37,11 @@ TOP_FIELDS = {
     "met the SLO "
     "with significance), `high` (the lowest that did not), the `slo` and `slo_percentile`, every "
     "probe (`rate`, `held`, `runs`, `why`), and the check's `verdict`, `golden` and `message`",
+    "accuracy": "per profile whose accuracy was asked (llmperf.accuracy): `source` (the task "
+    "file), `items`, `correct`, `accuracy` with its `wilson_95` interval, `by_category` (items, "
+    "correct, accuracy), up to 20 `wrong` items (question, answer, response), and the check's "
+    "`verdict`, `golden`, `p_value` (McNemar on the golden's own items, else exact binomial) and "
+    "`message`",
     "parity": "per speculative profile checked against its base (llmperf_parity): `profile`, "
     "`base_profile`, `test`, `prompts`, `identical`, `identical_fraction`, "
     "`excused_near_ties`, `tie_gap`, `verdict` (PASS, FAIL, INVALID), `message`, and "
@@ -136,6 +141,7 @@ def render(results: Results, *, created: str) -> dict[str, Any]:
         "points": [p.to_json() for p in results.points],
         "speculative": [_speculative(results, a) for a in results.analyses],
         "capacity": [finite_or_none(p.to_json()) for p in results.capacities],
+        "accuracy": [finite_or_none(p.to_json()) for p in results.accuracies],
         "parity": [finite_or_none(p.to_json()) for p in results.parities],
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from pytest_llmperf.core.accuracy import by_category
 from pytest_llmperf.core.format import format_value, ms, signed_percent
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
@@ -162,6 +163,8 @@ def parity_lines(results: Results, parity: PairParity) -> list[str]:
              f"{parity.identical} of {len(parity.prompts)} prompts identical — "
              f"{parity.outcome.value}"]  # fmt: skip
     lines += [f"  {p.describe()}" for p in parity.prompts if not p.identical]
+    if parity.accuracy:
+        lines.append(f"  accuracy on the same items: {parity.accuracy}")
     gated = [
         p
         for a in results.analyses
@@ -172,6 +175,20 @@ def parity_lines(results: Results, parity: PairParity) -> list[str]:
         lines.append(
             "  the pair FAILs: its speedup counts only if it answers as its base does, and it "
             "does not"
+        )
+    return lines
+
+
+def accuracy_lines(results: Results) -> list[str]:
+    """Per profile: its accuracy, by category where the task set names categories."""
+    lines = []
+    for point in results.accuracies:
+        cats = by_category(point.tasks, point.outcomes)
+        shown = ", ".join(f"{name} {c['correct']}/{c['items']}" for name, c in cats.items() if name)
+        lines.append(
+            f"{point.profile}: accuracy {point.correct}/{len(point.outcomes)} "
+            f"({point.accuracy:.1%}) on {point.source}{'; ' + shown if shown else ''} — "
+            f"{point.verdict.value}"
         )
     return lines
 

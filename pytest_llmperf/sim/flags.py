@@ -44,6 +44,12 @@ SIM_OPTIONS: dict[str, dict[str, Any]] = {
         "help": "fault knob: 0.7 makes every step 1/0.7 as long (a 30%% collapse)",
     },
     "--sim-fail-every": {"type": int, "default": 0, "help": "fault knob: every Nth request fails"},
+    "--sim-accuracy": {
+        "type": float,
+        "default": 0.9,
+        "help": "the share of the built-in arithmetic questions answered right (by each "
+        "question's hash, the same every time). Default: %(default)s",
+    },
     "--sim-wrong-token-every": {
         "type": int,
         "default": 0,

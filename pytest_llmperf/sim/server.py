@@ -67,6 +67,7 @@ class SimServer:
         self.args = args
         self.unmodeled = unmodeled
         self.served_model_name = args.served_model_name or args.model_path
+        textgen.ACCURACY["rate"] = args.sim_accuracy  # one model per process
         self.speculation: Speculation | None = None
         if args.speculative_algorithm and args.speculative_algorithm != "NGRAM":
             steps = args.speculative_num_steps or 3

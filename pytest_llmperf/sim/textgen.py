@@ -11,6 +11,7 @@ import functools
 import hashlib
 import random
 import re
+import zlib
 
 _WORDS = (
     "the of and to in a is that for it as was with be by on not he this are or his from at which "
@@ -30,12 +31,35 @@ def count_tokens(text: str) -> int:
     return max(1, len(_TOKEN_RE.findall(text)))
 
 
+_QUESTION = re.compile(r"What is (\d+) (plus|minus|times) (\d+)\?")
+_OPS = {"plus": lambda a, b: a + b, "minus": lambda a, b: a - b, "times": lambda a, b: a * b}
+#: The share of arithmetic questions the simulated model answers right (--sim-accuracy).
+ACCURACY = {"rate": 0.9}
+
+
+def answer_words(prompt: str) -> tuple[str, ...]:
+    """A question of the built-in task set (data/arithmetic.jsonl) is answered first: right for
+    a share ``ACCURACY["rate"]`` of the questions, by the prompt's hash (the same every time, as
+    a model at temperature 0), else off by one. Any other prompt: nothing."""
+    found = _QUESTION.search(prompt)
+    if found is None:
+        return ()
+    a, op, b = int(found.group(1)), found.group(2), int(found.group(3))
+    right = _OPS[op](a, b)
+    draw = int.from_bytes(hashlib.sha256(b"right" + prompt.encode()).digest()[:4], "big")
+    value = right if draw / 2**32 < ACCURACY["rate"] else right + 1
+    return (" " + str(value), ".")
+
+
 @functools.lru_cache(maxsize=512)
 def continuation(prompt: str, length: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """``length`` output tokens for ``prompt``: their texts and their ids."""
+    """``length`` output tokens for ``prompt``: their texts and their ids (an answer's words
+    first, then words drawn from the vocabulary, which hold no digits)."""
     rng = random.Random(hashlib.sha256(prompt.encode()).digest())
-    picks = [rng.randrange(len(_WORDS)) for _ in range(length)]
-    return tuple(" " + _WORDS[i] for i in picks), tuple(1000 + i for i in picks)
+    answer = answer_words(prompt)[:length]
+    picks = [rng.randrange(len(_WORDS)) for _ in range(length - len(answer))]
+    ids = [5000 + zlib.crc32(w.encode()) % 1000 for w in answer] + [1000 + i for i in picks]
+    return (*answer, *(" " + _WORDS[i] for i in picks)), tuple(ids)
 
 
 def top2_logprobs(prompt: str, length: int) -> tuple[tuple[float, float], ...]:
@@ -53,7 +77,7 @@ def top2_logprobs(prompt: str, length: int) -> tuple[tuple[float, float], ...]:
 def wrong_token(token_id: int) -> tuple[str, int]:
     """Another word than ``token_id``'s: what a drafter's accepted wrong draft emits."""
     k = (token_id - 1000 + 1) % len(_WORDS)
-    return " " + _WORDS[k], 1000 + k
+    return " " + _WORDS[k % len(_WORDS)], 1000 + k % len(_WORDS)
 
 
 def natural_length(prompt: str, max_new_tokens: int) -> int:

@@ -260,6 +260,8 @@ def spec_pair_profiles(llama_profile) -> str:
     ready_timeout_s = 60
     shutdown_timeout_s = 10
 
+    accuracy_tasks = "tasks.jsonl"
+
     [profiles.spec]
     extends = "base"
     extra_args = [{", ".join(f'"{a}"' for a in own)}]
@@ -279,6 +281,10 @@ def test_greedy_outputs(llmperf):
     llmperf.greedy()
 
 
+def test_accuracy(llmperf):
+    llmperf.accuracy()
+
+
 def test_greedy_parity(llmperf_parity):
     llmperf_parity.check(of="test_greedy_outputs")
 """
@@ -289,18 +295,26 @@ def test_a_real_speculative_pair_parity_per_prompt_accept_from_its_counters_and_
 ):
     """llama-server drafting with a draft model, against itself without one, each launched by
     the plugin: greedy parity per prompt (a draft that is the target accepts every draft, so
-    the answers must be the base's), the accept length from the engine's own draft counters
-    within 2 % of the client's own count of its bursts, and the speedup per level with its
-    crossover (a draft as large as the target costs what it saves: below 1)."""
+    the answers must be the base's) and accuracy on the same items, the accept length from the
+    engine's own draft counters within 2 % of the client's own count of its bursts, and the
+    speedup per level with its crossover (a draft as large as the target costs what it saves:
+    below 1)."""
     project_with(pytester, spec_pair_profiles(llama_profile), SPEC_PAIR_SUITE)
+    builtin = (REPO / "pytest_llmperf" / "data" / "arithmetic.jsonl").read_text().splitlines()
+    (pytester.path / "tasks.jsonl").write_text("\n".join(builtin[::3]) + "\n")  # 20 items
     result = pytester.runpytest_subprocess(
         "--llm-profile", "base,spec", "--perf-measure", "--perf-json", "out.json",
         "-p", "no:randomly",
     )  # fmt: skip
-    result.assert_outcomes(passed=9)  # 2 × 2 levels, 2 × outputs, parity, 2 speedups
+    result.assert_outcomes(passed=11)  # 2 × 2 levels, 2 × outputs, 2 × accuracy, parity, 2 speedups
     data = json.loads((pytester.path / "out.json").read_text())
     (parity,) = data["parity"]
     assert parity["verdict"] == "PASS" and len(parity["per_prompt"]) == 8
+    # The same items, right and wrong alike, with and without drafting (McNemar on the pair).
+    base_acc, spec_acc = data["accuracy"]
+    assert base_acc["items"] == spec_acc["items"] == 20
+    assert "0 right then wrong now" in parity["accuracy"], parity["accuracy"]
+    print(f"accuracy: base {base_acc['correct']}/20, spec {spec_acc['correct']}/20")
     for prompt in parity["per_prompt"]:  # up to 32 tokens: a greedy answer may end early
         assert 1 <= prompt["tokens"] <= 32 and (prompt["identical"] or prompt["excused"]), prompt
     assert sum(p["tokens"] for p in parity["per_prompt"]) > 100

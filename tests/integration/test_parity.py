@@ -26,7 +26,7 @@ def test_a_lossless_pair_is_identical_on_every_prompt_with_no_golden(pytester):
     write_profiles(pytester, concurrency="[1]")
     pytester.makepyfile(test_outputs=OUTPUTS_SUITE)
     for _ in range(2):  # run after run, unchanged
-        result = pytester.runpytest(*PAIR, "--perf-json", "out.json")
+        result = pytester.runpytest(*PAIR, "--perf-json", "out.json", "-k", "greedy")
         result.assert_outcomes(passed=3)  # each profile's outputs, then the pair
         result.stdout.fnmatch_lines(
             ["sim-spec vs sim-base, greedy parity (greedy_parity): "
@@ -42,13 +42,17 @@ def test_a_drafter_that_accepts_wrong_tokens_is_faster_and_fails_parity_and_the_
     marker = write_profiles(pytester, concurrency="[1]", runs=3, min_requests=8)
     pytester.makepyfile(test_outputs=OUTPUTS_SUITE, test_speed=SPEED_SUITE)
     record = ("--perf-update", "--perf-update-runs", "5", "-p", "no:randomly")
-    pytester.runpytest(*PAIR, *record, "-k", "not greedy").assert_outcomes(passed=3)
+    pytester.runpytest(*PAIR, *record, "-k", "not greedy and not accuracy").assert_outcomes(
+        passed=3
+    )
 
     # The drafter now has every draft accepted, right or wrong: one token in 12 is wrong, and
     # more tokens a step make it faster.
     write_profiles(pytester, marker=marker, concurrency="[1]", runs=3, min_requests=8,
                    spec_args='"--sim-accept-length", "3.5", "--sim-wrong-token-every", "12"')  # fmt: skip
-    result = pytester.runpytest(*PAIR, "--perf-json", "out.json", "-p", "no:randomly")
+    result = pytester.runpytest(
+        *PAIR, "--perf-json", "out.json", "-p", "no:randomly", "-k", "not accuracy"
+    )
     out = json.loads((pytester.path / "out.json").read_text())
     spec = next(p for p in out["points"] if p["profile"] == "sim-spec")
     assert spec["verdict"] in ("PASS", "IMPROVED") and spec["ratio"] > 1.1  # reads faster
@@ -68,3 +72,35 @@ def test_a_drafter_that_accepts_wrong_tokens_is_faster_and_fails_parity_and_the_
     )
     result.assert_outcomes(passed=4, failed=2)  # parity and the speedup
     result.stdout.fnmatch_lines(["*the pair FAILs: its speedup counts only if it answers as*"])
+
+
+def test_accuracy_is_recorded_with_its_items_and_a_drop_fails_against_the_golden_and_the_base(
+    pytester,
+):
+    """The simulated model answers 90 % of the built-in arithmetic right (the same items every
+    time). Recorded, then unchanged: PASS. Then the speculative server answers 70 %: its own
+    golden FAILs it (McNemar on the golden's items), and so does its base in the same run."""
+    marker = write_profiles(pytester, concurrency="[1]")
+    pytester.makepyfile(test_outputs=OUTPUTS_SUITE)
+    args = (*PAIR, "-p", "no:randomly", "--perf-json", "out.json")
+    pytester.runpytest(*args, "-k", "accuracy", "--perf-update").assert_outcomes(passed=2)
+    again = pytester.runpytest(*args)
+    again.assert_outcomes(passed=5)  # outputs ×2, accuracy ×2, parity
+    out = json.loads((pytester.path / "out.json").read_text())
+    assert [a["verdict"] for a in out["accuracy"]] == ["PASS", "PASS"]
+    base = out["accuracy"][0]
+    assert base["items"] == 60 and set(base["by_category"]) == {
+        "addition", "subtraction", "multiplication"
+    }  # fmt: skip
+    assert 0.8 <= base["accuracy"] <= 0.97 and len(base["wrong"]) == base["items"] - base["correct"]
+
+    write_profiles(pytester, marker=marker, concurrency="[1]",
+                   spec_args='"--sim-accuracy", "0.5"')  # fmt: skip
+    dropped = pytester.runpytest(*args)
+    dropped.assert_outcomes(passed=3, failed=2)  # its accuracy, and the pair
+    dropped.stdout.fnmatch_lines(
+        ["*sim-spec accuracy: accuracy 0.* of 60 items*McNemar p=*right then wrong now*"
+         "— FAIL: significantly lower (p < 0.001) by at least the 3-point margin*"]
+    )  # fmt: skip
+    (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
+    assert parity["verdict"] == "FAIL" and "the base's, same items" in parity["accuracy"]
