@@ -56,6 +56,12 @@ def of(profile: Profile) -> Engine:
     return get(profile.engine)
 
 
+def greedy_api(profile: Profile) -> str:
+    """The API that returns token ids and top-2 log-probabilities for this profile's server
+    (load/greedy.py): the engine's own, else SGLang's native one or OpenAI completions."""
+    return of(profile).greedy_api or ("sglang" if profile.api == "sglang" else "openai")
+
+
 @functools.lru_cache(maxsize=1)
 def names() -> tuple[str, ...]:
     """The built-in engines: every module of this package that defines one under its name."""
