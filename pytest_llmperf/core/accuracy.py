@@ -250,17 +250,21 @@ class AccuracyPoint(Point):
 
     @property
     def values(self) -> tuple[float, ...]:
-        return (self.accuracy,)
+        """What the golden and the history hold: (right + ½) ÷ (items + 1), the accuracy kept
+        off 0 (a model that answers none right, such as a random-weight one, is a baseline
+        too, and the store holds only figures above 0). Messages use the exact counts."""
+        return ((self.correct + 0.5) / (len(self.outcomes) + 1),)
 
     def extra_golden_fields(self) -> dict[str, Any]:
         return {
             "items": len(self.outcomes),
+            "correct": self.correct,
             "tasks": tasks_digest(self.tasks),
             "outcomes": "".join("1" if o else "0" for o in self.outcomes),
         }
 
     def pending_runs(self) -> list[PendingRun]:
-        return [PendingRun(self.accuracy, self.launch_id, len(self.outcomes), None, None)]
+        return [PendingRun(self.values[0], self.launch_id, len(self.outcomes), None, None)]
 
     def to_json(self) -> dict[str, Any]:
         return {
