@@ -136,6 +136,7 @@ class AccuracyVerdict:
     reference: float
     p_value: float
     test: str  # "McNemar" (paired items) or "binomial" (the reference's rate)
+    items: int = 0
     worse: int = 0  # discordant: right in the reference, wrong now
     better: int = 0  # discordant: wrong in the reference, right now
 
@@ -174,10 +175,10 @@ def decide(
         outcome = Outcome.WARN
     else:
         outcome = Outcome.PASS
-    return AccuracyVerdict(outcome, accuracy, rate, p, test, worse, better)
+    return AccuracyVerdict(outcome, accuracy, rate, p, test, n, worse, better)
 
 
-def describe(label: str, v: AccuracyVerdict, n: int, margin: float, against: str) -> str:
+def describe(label: str, v: AccuracyVerdict, margin: float, against: str) -> str:
     """``sim-eagle3: accuracy 0.850 (170/200) vs 0.900 golden (−5.0 points, McNemar p=0.0002:
     12 right then wrong now, 2 the other way) — FAIL: ...``."""
     points = (v.accuracy - v.reference) * 100
@@ -194,6 +195,7 @@ def describe(label: str, v: AccuracyVerdict, n: int, margin: float, against: str
         ),
         Outcome.PASS: "no significant drop",
     }[v.outcome]
+    n = v.items
     low, high = wilson_interval(round(v.accuracy * n), n)
     return (
         (

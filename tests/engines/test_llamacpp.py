@@ -316,7 +316,8 @@ def test_a_real_speculative_pair_parity_per_prompt_accept_from_its_counters_and_
     assert "0 right then wrong now" in parity["accuracy"], parity["accuracy"]
     print(f"accuracy: base {base_acc['correct']}/20, spec {spec_acc['correct']}/20")
     for prompt in parity["per_prompt"]:  # up to 32 tokens: a greedy answer may end early
-        assert 1 <= prompt["tokens"] <= 32 and (prompt["identical"] or prompt["excused"]), prompt
+        assert 0 < prompt["tokens"] <= 32, prompt
+        assert prompt["identical"] or prompt["excused"], prompt
     assert sum(p["tokens"] for p in parity["per_prompt"]) > 100
     spec_points = [p for p in data["points"] if p["profile"] == "spec"]
     for point in spec_points:

@@ -276,20 +276,29 @@ def test_the_open_file_limit_is_checked_and_raised_before_measuring(pytester, so
         assert "Too many open files" not in result.stdout.str()
 
 
-def test_a_server_left_behind_by_a_killed_run_is_named_and_left_alone(pytester):
-    """The watchdog stops a server whose pytest died; when the watchdog died too (a whole
-    container or process tree killed), the next run names what was left behind."""
+def a_run_with_its_server_recorded(pytester) -> tuple[str, subprocess.Popen]:
+    """A pytest run in a subprocess, measuring (50 runs: it stays busy), once it has launched
+    and recorded its server; its profiles' marker and its process."""
     marker = write_profiles(pytester, concurrency="[1]", runs=50, output_len=64)
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-    killed = subprocess.Popen(
+    run = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"],
         cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not list(pytester.path.glob(".llmperf/runs/*/sim-base.pid")):
+        if time.monotonic() > deadline:
+            run.kill()
+            pytest.fail("the server was never recorded")
+        time.sleep(0.2)
+    return marker, run
+
+
+def test_a_server_left_behind_by_a_killed_run_is_named_and_left_alone(pytester):
+    """The watchdog stops a server whose pytest died; when the watchdog died too (a whole
+    container or process tree killed), the next run names what was left behind."""
+    marker, killed = a_run_with_its_server_recorded(pytester)
     try:
-        deadline = time.monotonic() + 60
-        while not list(pytester.path.glob(".llmperf/runs/*/sim-base.pid")):
-            assert time.monotonic() < deadline, "the server was never recorded"
-            time.sleep(0.2)
         time.sleep(0.5)
         # A kill that takes the launch's watchdog too (servers/watchdog.py; alone, it would stop
         # the server): no teardown, and the server is orphaned.
@@ -315,17 +324,8 @@ def test_a_server_left_behind_by_a_killed_run_is_named_and_left_alone(pytester):
 def test_a_run_measuring_now_is_named_as_concurrent_not_as_killed(pytester):
     """Two runs on one machine (two terminals, two CI jobs on one runner): the second says the
     first is measuring now and shares the CPUs, not that it was killed and left its server."""
-    marker = write_profiles(pytester, concurrency="[1]", runs=50, output_len=64)
-    pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
-    first = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"],
-        cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    marker, first = a_run_with_its_server_recorded(pytester)
     try:
-        deadline = time.monotonic() + 60
-        while not list(pytester.path.glob(".llmperf/runs/*/sim-base.pid")):
-            assert time.monotonic() < deadline, "the server was never recorded"
-            time.sleep(0.2)
         result = pytester.runpytest("--co", "-q")
         result.stdout.fnmatch_lines(
             ["*another run of pytest-llmperf is measuring on this machine now*",

@@ -66,7 +66,7 @@ def test_the_same_answers_pass_and_a_drop_of_the_margin_fails_on_paired_items():
     within = [False] * 7 + golden[7:]  # −3.5 points, p = 0.0078: significant at 1 %, not 0.1 %
     assert decide(within, golden, reference_rate=0.9, margin=0.05).outcome.value == "WARN"
     assert decide(within, golden, reference_rate=0.9, margin=0.03).outcome.value == "WARN"
-    text = describe("spec", v, 200, 0.03, "golden")
+    text = describe("spec", v, 0.03, "golden")
     assert (
         "accuracy 0.840 of 200 items" in text and "12 right then wrong now, 0 the other way" in text
     )
