@@ -24,15 +24,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def verdicts(results: Path) -> collections.Counter[str]:
-    """Every verdict of a results JSON: its points, speedups and capacities."""
+    """Every verdict of a results JSON: its points, speedups, capacities, accuracies and
+    greedy parities."""
     data = json.loads(results.read_text())
     found: collections.Counter[str] = collections.Counter()
-    for key in ("points", "speculative_points", "capacity"):
-        for item in data.get(key) or []:
-            verdict = item.get("verdict")
-            name = verdict.get("outcome") if isinstance(verdict, dict) else verdict
-            if name:
-                found[str(name)] += 1
+    items = [
+        *(item for key in ("points", "capacity", "accuracy", "parity") for item in data.get(key) or []),
+        *(gate for pair in data.get("speculative") or [] for gate in (pair.get("gate") or {}).values()),
+    ]  # fmt: skip
+    for item in items:
+        verdict = item.get("verdict")
+        name = verdict.get("outcome") if isinstance(verdict, dict) else verdict
+        if name:
+            found[str(name)] += 1
     return found
 
 

@@ -4,6 +4,8 @@
 ``concurrency`` list against one server started for the whole session.
 """
 
+import pytest
+
 
 def test_output_throughput(llmperf, llm_concurrency):
     """Σ completion tokens ÷ run duration, closed loop with exactly C requests in flight."""
@@ -21,6 +23,16 @@ def test_latency(llmperf, llm_concurrency):
     point = llmperf.measured_by("test_output_throughput", llm_concurrency)
     llmperf.check(point, metric="ttft_p99_s")
     llmperf.check(point, metric="itl_p50_s")
+
+
+@pytest.mark.llmperf(speculative=True)
+def test_accept_length(llmperf, llm_concurrency):
+    """Tokens a verify step yields at each level, from the engine's own counters, against its
+    golden (a drafter that stopped guessing right costs speed before the speedup shows it) and
+    the profile's accept_length_floor where it sets one. Speculative profiles only; judged on
+    the runs test_output_throughput measured."""
+    point = llmperf.measured_by("test_output_throughput", llm_concurrency)
+    llmperf.check(point, metric="accept_length")
 
 
 def test_single_stream(llmperf, llm_profile):

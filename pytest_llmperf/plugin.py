@@ -199,8 +199,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
         return
     with_levels = "llm_concurrency" in metafunc.fixturenames
-    levels = markers.MarkerOptions.from_item(metafunc.definition).concurrency
-    values, ids = measurement_params(session.selected, with_levels, levels)
+    options = markers.MarkerOptions.from_item(metafunc.definition)
+    values, ids = measurement_params(
+        session.selected, with_levels, options.concurrency, speculative_only=options.speculative
+    )
     names = ("llm_profile", "llm_concurrency") if with_levels else "llm_profile"
     metafunc.parametrize(names, values, indirect=["llm_profile"], scope="session", ids=ids)
 

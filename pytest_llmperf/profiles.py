@@ -501,6 +501,15 @@ class Profile:
         check=is_fraction,
         allowed="a fraction between 0 and 1, e.g. 0.03 (3 points)",
     )
+    accept_length_floor: float | None = setting(
+        None,
+        "a speculative profile's least accept length (tokens a verify step, the engine's own "
+        "count): a level whose mean falls below it FAILs, golden or not (SGLang's nightly holds "
+        "Kimi-K2.5 with EAGLE-3 at 2.8); unset: judged against its golden only",
+        "verdict",
+        check=optional(lambda v: is_number(v) and v >= 1),
+        allowed="a number of at least 1, e.g. 2.8",
+    )
     latency_fail_margin: float = setting(
         0.30,
         'the fail margin of latency checks (`check(point, metric="ttft_p99_s")`): a '

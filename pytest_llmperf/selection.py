@@ -137,11 +137,28 @@ def rate_params(selected: list[Profile]) -> tuple[list[Any], list[str]]:
 
 
 def measurement_params(
-    selected: list[Profile], with_levels: bool, only: Sequence[int] | None = None
+    selected: list[Profile],
+    with_levels: bool,
+    only: Sequence[int] | None = None,
+    *,
+    speculative_only: bool = False,
 ) -> tuple[list[Any], list[str]]:
     """Values and ids for a test's ``llm_profile`` (and ``llm_concurrency``) parameters;
     ``only``: the test's own levels (``@pytest.mark.llmperf(concurrency=[1, 10])``), those of
-    each profile's that it names."""
+    each profile's that it names; ``speculative_only`` (``speculative=True``): the speculative
+    profiles alone, else one skipped parameter that says so."""
+    if speculative_only:
+        speculative = [p for p in selected if p.speculative]
+        if not speculative:
+            reason = (
+                "this test runs for speculative profiles only (its llmperf marker), and none of "
+                f"the selected ({', '.join(p.name for p in selected)}) speculates"
+            )
+            skipped = pytest.mark.skip(reason=reason)
+            if with_levels:
+                return [pytest.param(None, None, marks=skipped)], ["no-speculative-profile"]
+            return [pytest.param(None, marks=skipped)], ["no-speculative-profile"]
+        selected = speculative
     if with_levels:
         pairs = [(p.name, c) for p in selected for c in p.concurrency if only is None or c in only]
         if not pairs and only is not None:

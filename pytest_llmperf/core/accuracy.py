@@ -251,6 +251,11 @@ class AccuracyPoint(Point):
         return "accuracy"
 
     @property
+    def tally(self) -> str:
+        """``51 of 60 right``."""
+        return f"{self.correct} of {len(self.outcomes)} right"
+
+    @property
     def values(self) -> tuple[float, ...]:
         """What the golden and the history hold: (right + ½) ÷ (items + 1), the accuracy kept
         off 0 (a model that answers none right, such as a random-weight one, is a baseline

@@ -14,6 +14,8 @@ def format_value(value: float, unit: str, bare: bool = False) -> str:
         return f"{value * 1e3:,.1f}" + ("" if bare else " ms")
     if unit == "accuracy":  # a share of the items
         return f"{value:.3f}"
+    if unit == "tok/step":  # an accept length: 2.83 tokens a verify step
+        return f"{value:.2f}" if bare else f"{value:.2f} tok/step"
     if unit == "req/s":
         return f"{value:,.2f}" + ("" if bare else " req/s")
     return f"{value:,.1f}" if bare else f"{value:,.1f} {unit}"

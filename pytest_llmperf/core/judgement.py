@@ -69,6 +69,21 @@ class Judgement:
         return self.failure or self.message
 
 
+def below_floor(label: str, mean: float, floor: float, runs: int) -> Judgement | None:
+    """An accept length under the profile's ``accept_length_floor``: a FAIL on the first night
+    too, golden or not (SGLang's nightly holds its EAGLE-3 pairs to such a floor). None: at or
+    above it."""
+    if mean >= floor:
+        return None
+    return Judgement(
+        Outcome.FAIL,
+        f"{label}: {mean:.2f} tok/step (mean of {runs} runs) is below the profile's "
+        f"accept_length_floor {floor:g} by {floor - mean:.2f} — FAIL: the drafter's guesses "
+        "are accepted less often than this profile promises (a changed draft model, a workload "
+        "whose text the drafter does not predict, or a broken draft path)",
+    )
+
+
 def invalid(label: str, what: str, problems: Sequence[str]) -> Judgement:
     """The runs are not a measurement of the server: ``what`` they are not, and why."""
     return Judgement(

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -221,6 +221,21 @@ def accept_length(records: Iterable[RequestRecord]) -> float | None:
     return tokens / verify if verify else None
 
 
+def accept_length_by(
+    records: Iterable[RequestRecord], category: Callable[[int], str | None]
+) -> dict[str, float] | None:
+    """:func:`accept_length` per category of the requests (``category``: a request's index →
+    its category); None when no request has both a category and draft counts."""
+    groups: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        name = category(r.index)
+        if name is not None:
+            groups.setdefault(name, []).append(r)
+    out = {name: accept_length(group) for name, group in sorted(groups.items())}
+    found = {name: value for name, value in out.items() if value is not None}
+    return found or None
+
+
 #: Chunks closer than this share of the request's 90th-percentile gap (and than BURST_FLOOR_S)
 #: belong to one verify step: a step's tokens leave the server microseconds apart, steps
 #: milliseconds apart (llama.cpp on 2 cores: 0.01-0.09 ms inside, with a 2-4 ms hiccup now and
@@ -332,6 +347,8 @@ class RunMetrics:
     schedule: list[float] | None = None
     #: The client's own count of tokens per verify step, to cross-check ``accept_length``.
     accept_length_observed: float | None = None
+    #: ``accept_length`` per category of the workload's requests, where its dataset names them.
+    accept_length_by_category: dict[str, float] | None = None
 
     @property
     def sustainable(self) -> bool:
@@ -349,11 +366,15 @@ class RunMetrics:
 
 
 def summarize_run(
-    run: RunRecords, expected_tokens: int | None, slo: Mapping[str, float] | None = None
+    run: RunRecords,
+    expected_tokens: int | None,
+    slo: Mapping[str, float] | None = None,
+    category: Callable[[int], str | None] | None = None,
 ) -> RunMetrics:
     """All metrics of one run, with its validity problems (an empty tuple when valid): over its
     whole requests, its steady-state window, or an open loop's window (from the arrivals);
-    ``slo`` (e.g. ``{"ttft_s": 2.0}``) adds ``goodput_req_s``."""
+    ``slo`` (e.g. ``{"ttft_s": 2.0}``) adds ``goodput_req_s``; ``category`` (a request's index →
+    its category) adds the accept length per category."""
     if run.window is not None:
         figures, problems = _window_figures(run, run.window)
     else:
@@ -369,6 +390,7 @@ def summarize_run(
         prompt_tokens=sum(r.prompt_tokens or 0 for r in finished),
         cached_tokens=sum(cached) if cached else None,
         goodput_req_s=goodput(run, slo) if slo else None,
+        accept_length_by_category=accept_length_by(finished, category) if category else None,
         **figures,
     )
     # A saturated open-loop run's requests are cut unfinished on purpose: its verdict is "not
@@ -616,7 +638,13 @@ LATENCY_METRICS = tuple(
     f"{name}_{q}_s" for name in ("ttft", "itl", "tpot", "e2e") for q in ("p50", "p90", "p99")
 )
 #: Every per-run figure a check can gate, higher is better unless in LATENCY_METRICS.
-METRICS = ("output_tok_s", "request_tok_s", "goodput_req_s", *LATENCY_METRICS)
+METRICS = (
+    "output_tok_s",
+    "request_tok_s",
+    "goodput_req_s",
+    "accept_length",
+    *LATENCY_METRICS,
+)
 
 
 def lower_is_better(metric: str) -> bool:

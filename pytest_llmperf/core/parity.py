@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_llmperf.core.accuracy import AccuracyPoint, Task, tasks_digest
 from pytest_llmperf.core.outcome import Outcome
 
 #: Tokens shown on either side of a divergence.
@@ -137,8 +138,12 @@ class PairParity:
     prompts: list[PromptParity]
     outcome: Outcome = Outcome.PASS
     message: str = ""
-    #: The pair's accuracy on the same items (McNemar), where both were asked in the run.
+    #: The pair's accuracy on the same items (McNemar), where both were asked in the run, and
+    #: that check's outcome.
     accuracy: str | None = None
+    accuracy_outcome: Outcome | None = None
+    #: The identical share as a figure with a golden (None until checked).
+    share: IdenticalShare | None = None
 
     @property
     def identical(self) -> int:
@@ -169,6 +174,8 @@ class PairParity:
             "verdict": self.outcome.value,
             "message": self.message,
             "accuracy": self.accuracy,
+            "accuracy_verdict": self.accuracy_outcome.value if self.accuracy_outcome else None,
+            "identical_golden": self.share.golden_check() if self.share else None,
             "per_prompt": [p.to_json() for p in self.prompts],
         }
 
@@ -200,3 +207,52 @@ def judge(
         ties = f"; {len(excused)} near-tie(s) excused (top-2 gap ≤ {tie_gap:g})" if excused else ""
         parity.message = f"{head} — PASS{ties}"
     return parity
+
+
+@dataclass(kw_only=True)
+class IdenticalShare(AccuracyPoint):
+    """The share of prompts a speculative profile answered as its base did, as a figure with
+    a golden: recorded and judged as an accuracy is (the same prompts every night, so McNemar
+    on the golden's own per-prompt outcomes), where "right" means identical to the base. A
+    near-tie that parity excuses still counts as not identical here, so a drift towards more
+    near-ties shows against the golden while parity passes."""
+
+    base_profile: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.node.without_params}[identical]"
+
+    @property
+    def tally(self) -> str:
+        return f"{self.correct} of {len(self.outcomes)} identical"
+
+    @property
+    def label(self) -> str:
+        return f"{self.profile} vs {self.base_profile} identical prompts"
+
+    def golden_check(self) -> dict[str, Any]:
+        """What the results JSON's parity entry says of the figure against its golden."""
+        return {
+            "verdict": self.verdict_json,
+            "golden": self.golden_json,
+            "p_value": self.p_value,
+            "message": self.message,
+        }
+
+
+def identical_share(parity: PairParity, max_tokens: int, launch_id: str | None) -> IdenticalShare:
+    """The pair's per-prompt identity as a point: each prompt an item, identical or not."""
+    tasks = tuple(Task(p.prompt, "identical") for p in parity.prompts)
+    return IdenticalShare(
+        profile=parity.profile,
+        base_profile=parity.base_profile,
+        test=parity.test,
+        concurrency=1,
+        metric="identical_share",
+        workload={"tasks": tasks_digest(tasks), "max_tokens": max_tokens},
+        tasks=tasks,
+        outcomes=tuple(p.identical for p in parity.prompts),
+        source=f"greedy parity against {parity.base_profile}",
+        launch_id=launch_id,
+    )

@@ -43,6 +43,10 @@ class PendingRun:
 def unit_of(metric: str) -> str:
     if metric == "speedup":
         return "x"
+    if metric == "accept_length":  # tokens a verify step yields, the engine's own count
+        return "tok/step"
+    if metric in ("accuracy", "identical_share"):  # a share of the items
+        return "accuracy"
     if metric.endswith("_req_s"):
         return "req/s"
     if lower_is_better(metric):

@@ -55,7 +55,8 @@ class Results:
 
     @property
     def all_points(self) -> list[Point]:
-        return [*self.points, *self.speedups, *self.capacities, *self.accuracies]
+        shares = [p.share for p in self.parities if p.share is not None]
+        return [*self.points, *self.speedups, *self.capacities, *self.accuracies, *shares]
 
     def counts(self) -> dict[Outcome, int]:
         """How many points (and parity checks) ended in each outcome, most urgent first."""

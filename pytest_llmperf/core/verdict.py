@@ -339,11 +339,20 @@ def describe(
     """``eagle3 C=70: 241.3 tok/s vs golden 352.0 (−31.4 %, slower, p=0.0004, n=3 vs 10) —
     FAIL: slower than the 15 % fail margin``: what moved, which way, and why this verdict."""
     direction = "slower" if v.worse else "faster"
-    return (
+    text = (
         f"{label}: {format_value(metric_mean, unit)} vs golden {format_value(golden_mean, unit, bare=True)} "
         f"({signed_percent(v.change)} %, {direction}, p={v.p:.2g}, n={v.n_new} vs {v.n_golden}) — "
         f"{v.name}: {why or _why(v, fail_margin, warn_margin)}"
     )
+    return in_words_of(unit, text)
+
+
+def in_words_of(unit: str, text: str) -> str:
+    """A figure that is not a speed (an accept length) moves lower or higher, not slower or
+    faster."""
+    if unit != "tok/step":
+        return text
+    return text.replace("slower", "lower").replace("faster", "higher")
 
 
 def _why(v: Verdict, fail_margin: float, warn_margin: float | None) -> str:

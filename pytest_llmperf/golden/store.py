@@ -164,6 +164,8 @@ def apply(
         )
         unit = unit_of(point.metric)
         mean = format_value(points[point.key].mean, unit, bare=unit != "s")  # latencies in ms
+        if "items" in point.extra and "correct" in point.extra:  # a share: its exact count
+            mean = f"{point.extra['correct']} of {point.extra['items']}"
         notes.append(
             f"{pending.path}: {verb} {point.key}: {mean} ({point.metric}, n={points[point.key].n})"
         )

@@ -46,6 +46,9 @@ class Entry:
     prompt: str | None = None
     input_ids: tuple[int, ...] | None = None
     output_len: int | None = None
+    #: What kind of text it is ("code", "chat", …), where the file says: accept lengths are
+    #: shown per category, since a drafter's luck depends on the text.
+    category: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,11 +147,11 @@ def _request(where: str, obj: Any) -> Entry:
             f"{where}: is {type(obj).__name__}, not an object such as "
             '{"prompt": "...", "output_len": 128}'
         )
-    unknown = sorted(set(obj) - {"prompt", "input_ids", "output_len"})
+    unknown = sorted(set(obj) - {"prompt", "input_ids", "output_len", "category"})
     if unknown:
         raise DatasetError(
             f"{where}: unknown field {unknown[0]!r}; a request has 'prompt' (text) or 'input_ids' "
-            "(token ids), and optionally 'output_len'"
+            "(token ids), and optionally 'output_len' and 'category'"
         )
     has_prompt, has_ids = "prompt" in obj, "input_ids" in obj
     if has_prompt == has_ids:
@@ -176,7 +179,17 @@ def _request(where: str, obj: Any) -> Entry:
                 "token ids (integers >= 0)"
             )
         entry_ids = tuple(ids)
-    return Entry(prompt, entry_ids, _output_len(where, obj))
+    return Entry(prompt, entry_ids, _output_len(where, obj), _category(where, obj))
+
+
+def _category(where: str, obj: dict[str, Any]) -> str | None:
+    category = obj.get("category")
+    if category is not None and not (isinstance(category, str) and category.strip()):
+        raise DatasetError(
+            f"{where}: field 'category' is {_shown(category)}; expected a short name such as "
+            '"code" or "chat"'
+        )
+    return category.strip() if category is not None else None
 
 
 def _output_len(where: str, obj: dict[str, Any]) -> int | None:

@@ -90,6 +90,12 @@ class Workload:
             return len(self.dataset.entries)
         return len(self.prompts.prompts)
 
+    def category(self, index: int) -> str | None:
+        """Request ``index``'s category, where its dataset names one."""
+        if self.dataset is None:
+            return None
+        return self.dataset.entries[index % len(self.dataset.entries)].category
+
     def item(self, index: int, run: int = 1, share: float = 1.0, cap: int | None = None) -> Item:
         """Request ``index`` of run ``run`` (0: the warm-up); ``share`` scales its output length
         (a staggered first request asks for a share of it, at least one token), ``cap`` limits

@@ -44,7 +44,10 @@ TOP_FIELDS = {
     "`message`",
     "parity": "per speculative profile checked against its base (llmperf_parity): `profile`, "
     "`base_profile`, `test`, `prompts`, `identical`, `identical_fraction`, "
-    "`excused_near_ties`, `tie_gap`, `verdict` (PASS, FAIL, INVALID), `message`, and "
+    "`excused_near_ties`, `tie_gap`, `verdict` (PASS, FAIL, INVALID), `message`, `accuracy` "
+    "and `accuracy_verdict` (the pair's items against the base's, where both were asked), "
+    "`identical_golden` (the identical share against its golden: `verdict`, `golden`, "
+    "`p_value`, `message`), and "
     "`per_prompt`: each prompt's `index`, `prompt`, `tokens`, `identical`, and where it "
     "diverged the `position`, `base_token`, `spec_token`, the base's `top2_gap` there, "
     "`excused` (a near-tie) and both continuations from there",
@@ -104,6 +107,8 @@ RUN_FIELDS = {
     "accept_length_observed": "the client's own count beside the engine's: Σ completion tokens "
     "÷ Σ bursts of chunks a verify step sent back to back (null where the engine reports no "
     "accept length)",
+    "accept_length_by_category": "accept_length per category of the requests, where the "
+    "workload's dataset names a `category` per line (speculative profiles; else null)",
     "achieved_concurrency": "Σ e2e ÷ duration: the concurrency the server saw",
     "in_flight_while_sending": "requests in flight on average while the client was sending",
     "client_gap_s": "the client's idle time between a response and the next request",

@@ -13,6 +13,7 @@ from pytest_llmperf.core.parity import PairParity
 from pytest_llmperf.core.points import MeasuredPoint, Point
 from pytest_llmperf.core.results import Results
 from pytest_llmperf.core.speculative import Analysis
+from pytest_llmperf.core.verdict import in_words_of
 
 COLUMNS = (
     "profile",
@@ -36,6 +37,8 @@ SPEEDUP_COLUMNS = (
     "break-even accept",
     "base drift",
     "gate",
+    "parity",
+    "accuracy",
 )
 Line = tuple[str, str | None]  # text, colour
 
@@ -91,7 +94,7 @@ def change_cell(point: Point) -> str:
     if abs(change) < 0.0005:
         return signed_percent(change)
     worse = change > 0 if point.lower_is_better else change < 0
-    return f"{signed_percent(change)} {'slower' if worse else 'faster'}"
+    return in_words_of(point.unit, f"{signed_percent(change)} {'slower' if worse else 'faster'}")
 
 
 def _number(value: float) -> str:
@@ -109,6 +112,11 @@ def table_lines(points: Sequence[MeasuredPoint]) -> list[str]:
 def speedup_rows(results: Results, analysis: Analysis) -> list[tuple[str, ...]]:
     """One row of cells per level of an analysis (SPEEDUP_COLUMNS), with the gate's verdict."""
     gates = {p.concurrency: p for p in results.speedups_of(analysis)}
+    parity = results.parity_of(analysis.profile, analysis.base_profile)
+    quality = (
+        "-" if parity is None else parity_verdict(parity),
+        "-" if parity is None or parity.accuracy_outcome is None else parity.accuracy_outcome.value,
+    )
     rows: list[tuple[str, ...]] = []
     for sp in analysis.points:
         drift = analysis.drift.get(sp.concurrency)
@@ -123,9 +131,39 @@ def speedup_rows(results: Results, analysis: Analysis) -> list[tuple[str, ...]]:
                 "-" if sp.break_even_accept is None else f"{sp.break_even_accept:.2f}",
                 "-" if drift is None else f"{signed_percent(drift - 1)} %",
                 gate.verdict.value if gate else "-",
+                *quality,
             )
         )
     return rows
+
+
+def parity_verdict(parity: PairParity) -> str:
+    """``PASS 8/8``: the parity check's outcome (a FAIL of the pair's accuracy is the
+    accuracy column's) and the prompts identical."""
+    outcome = parity.outcome
+    if outcome is Outcome.FAIL and not parity.faults:
+        outcome = Outcome.PASS
+    return f"{outcome.value} {parity.identical}/{len(parity.prompts)}"
+
+
+def accept_category_lines(results: Results) -> list[str]:
+    """Per speculative profile whose workload names categories: its accept length per
+    category at each level (tokens a verify step, the engine's count over the level's runs)."""
+    by_profile: dict[str, list[str]] = {}
+    for point in sorted(results.points, key=lambda p: (p.profile, p.concurrency)):
+        if point.gated_from is not None:
+            continue
+        totals: dict[str, list[float]] = {}
+        for run in point.runs:
+            for name, value in (run.accept_length_by_category or {}).items():
+                totals.setdefault(name, []).append(value)
+        if totals:
+            cells = ", ".join(f"{name} {sum(v) / len(v):.2f}" for name, v in sorted(totals.items()))
+            by_profile.setdefault(point.profile, []).append(f"{point.level}: {cells}")
+    return [
+        f"{profile} accept length by category (tok/step): " + "; ".join(levels)
+        for profile, levels in by_profile.items()
+    ]
 
 
 def counts_line(counts: dict[Outcome, int]) -> str:
@@ -148,11 +186,14 @@ def speculative_lines(results: Results) -> list[str]:
         lines.append(f"  {analysis.advice()}")
     for parity in results.parities:
         lines += parity_lines(results, parity)
+    lines += accept_category_lines(results)
     if results.analyses:
         lines.append(
             "  (speedup: speculative ÷ base output tok/s, paired run by run; break-even accept: the "
             "accept length at which speculation would tie; gate: the speedup test's verdict "
-            "against its golden, '-' where none checked it)"
+            "against its golden, '-' where none checked it; parity: greedy parity with the base "
+            "and the prompts identical; accuracy: the pair's items against the base's; a FAIL "
+            "of either FAILs the pair's speedup)"
         )
     return lines
 
@@ -165,6 +206,8 @@ def parity_lines(results: Results, parity: PairParity) -> list[str]:
     lines += [f"  {p.describe()}" for p in parity.prompts if not p.identical]
     if parity.accuracy:
         lines.append(f"  accuracy on the same items: {parity.accuracy}")
+    if parity.share is not None and parity.share.message:
+        lines.append(f"  against its golden: {parity.share.message}")
     gated = [
         p
         for a in results.analyses

@@ -23,8 +23,8 @@ FILES = {
     ),
     "perf_suites/test_throughput.py": (
         "perf_suites/test_throughput.py",
-        "output tok/s per level, TTFT and ITL gates, the single-stream figure, the speculative "
-        "speedup",
+        "output tok/s per level, TTFT and ITL gates, the single-stream figure, a speculative "
+        "profile's accept length, the speculative speedup",
     ),
     "perf_suites/test_prefill.py": (
         "perf_suites/test_prefill.py",

@@ -348,3 +348,5 @@ def test_a_real_speculative_pair_parity_per_prompt_accept_from_its_counters_and_
         ["spec vs base (output_throughput), same run:",
          "spec vs base, greedy parity (greedy_parity): * of 8 prompts identical — PASS"]
     )  # fmt: skip
+    # The speculative table carries the pair's quality: parity and accuracy on every level.
+    result.stdout.re_match_lines([rf"\s+{c}\s+\d\.\d+×.*\s+PASS \d/8\s+PASS$" for c in (1, 2)])

@@ -36,6 +36,22 @@ def test_a_lossless_pair_is_identical_on_every_prompt_with_no_golden(pytester):
         assert parity["verdict"] == "PASS" and parity["identical_fraction"] == 1.0
         assert [p["identical"] for p in parity["per_prompt"]] == [True] * 8
         assert all(p["tokens"] == 32 for p in parity["per_prompt"])
+        assert parity["identical_golden"]["verdict"] == "MISSING"  # reported, not failed
+
+    # The identical share is a figure with a golden, recorded with its per-prompt outcomes.
+    args = (*PAIR, "--perf-json", "out.json", "-k", "greedy")
+    pytester.runpytest(*args, "--perf-update").assert_outcomes(passed=3)
+    golden = json.loads((pytester.path / "baselines/sim-spec/sim.json").read_text())
+    share = golden["points"]["test_outputs.py::test_greedy_parity[identical]"]
+    assert (share["items"], share["correct"], share["outcomes"]) == (8, 8, "1" * 8)
+    again = pytester.runpytest(*args)
+    again.assert_outcomes(passed=3)
+    (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
+    assert parity["identical_golden"]["verdict"] == "PASS"
+    again.stdout.fnmatch_lines(
+        ["  against its golden: sim-spec vs sim-base identical prompts: accuracy 1.000 of 8 "
+         "items*vs 1.000 golden*PASS: no significant drop"]
+    )  # fmt: skip
 
 
 def test_a_drafter_that_accepts_wrong_tokens_is_faster_and_fails_parity_and_the_pair(pytester):

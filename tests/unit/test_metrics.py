@@ -68,6 +68,16 @@ def test_accept_length_is_scoped_to_the_run():
     assert metrics.accept_length([record(0, 0.0, [(1.0, 5)])]) is None
 
 
+def test_accept_length_by_category_counts_each_categorys_requests_alone():
+    code = [record(k, 0.0, [(1.0, 100)], spec_verify_ct=25) for k in (0, 2)]  # 4.0 a step
+    chat = record(1, 0.0, [(1.0, 100)], spec_verify_ct=50)  # 2.0 a step
+    plain = record(3, 0.0, [(1.0, 100)])  # answered without draft counts
+    category = {0: "code", 1: "chat", 2: "code", 3: "chat"}.get
+    assert metrics.accept_length_by([*code, chat, plain], category) == {"chat": 2.0, "code": 4.0}
+    assert metrics.accept_length_by([plain], category) is None
+    assert metrics.accept_length_by([chat], lambda i: None) is None
+
+
 def test_in_flight_while_sending_measures_client_gaps():
     # C=2; request 2 is sent 0.1 s after request 0 ended: the loop lost 0.1 s of one slot.
     reqs = [record(0, 0.0, [(1.0, 1)]), record(1, 0.0, [(2.0, 1)]), record(2, 1.1, [(3.0, 1)])]

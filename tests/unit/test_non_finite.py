@@ -27,6 +27,8 @@ SCALARS = (
     "duration_s", "output_tok_s", "accept_length", "accept_length_observed", "achieved_concurrency",
     "in_flight_while_sending", "client_gap_s", "client_cpu_fraction", "goodput_req_s",
 )  # fmt: skip
+#: Figures by a name of the workload's (a category of its requests).
+BY_NAME = ("accept_length_by_category",)
 FINGERPRINT = {"hard": {"hardware": {"key": "sim"}}, "soft": {}, "profile_keys": []}
 
 
@@ -35,7 +37,11 @@ def spoiled(bad: float, *fields: str):
     point = measured("sim-base", 4, [100.0, 101.0])
     second = point.runs[1]
     changes = {
-        f: {k: bad for k in getattr(second, f)} | {"n": 3} if f in DISTRIBUTIONS else bad
+        f: {k: bad for k in getattr(second, f)} | {"n": 3}
+        if f in DISTRIBUTIONS
+        else {"code": bad, "chat": 2.5}
+        if f in BY_NAME
+        else bad
         for f in fields
     }
     point.runs[1] = dataclasses.replace(second, **changes)
@@ -62,7 +68,7 @@ def written(tmp_path, bad: float, fields: tuple[str, ...], report: bool) -> None
 
 
 @pytest.mark.parametrize("bad", BAD, ids=repr)
-@pytest.mark.parametrize("field", DISTRIBUTIONS + SCALARS)
+@pytest.mark.parametrize("field", DISTRIBUTIONS + SCALARS + BY_NAME)
 def test_the_results_json_is_written(tmp_path, bad, field):
     written(tmp_path, bad, (field,), report=False)
 
@@ -122,4 +128,5 @@ def test_every_run_figure_is_covered():
         for f in dataclasses.fields(RunMetrics)
         if "float" in str(f.type) and f.name != "schedule"  # the arrival offsets: from a clock
     }
-    assert floats <= set(DISTRIBUTIONS + SCALARS), floats - set(DISTRIBUTIONS + SCALARS)
+    covered = set(DISTRIBUTIONS + SCALARS + BY_NAME)
+    assert floats <= covered, floats - covered

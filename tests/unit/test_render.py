@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
 import pytest
 
 from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.parity import GreedyOutput, judge
 from pytest_llmperf.render import junit, markdown, results_json, terminal
 from tests.builders import measured, results, speedup
 
@@ -131,9 +133,10 @@ def test_speculative_lines_show_speedup_per_level_gate_and_advice(mixed):
     assert lines[0] == "sim-spec vs sim-base (output_throughput), same run:"
     level1 = next(line for line in lines if line.split()[:1] == ["1"])
     # 112 / 102, gated PASS
-    assert "1.098×" in level1 and "faster" in level1 and level1.endswith("PASS")
+    assert "1.098×" in level1 and "faster" in level1
+    assert level1.split()[-3:] == ["PASS", "-", "-"]  # gate; no parity, no accuracy asked
     level250 = next(line for line in lines if line.split()[:1] == ["250"])
-    assert "slower" in level250 and level250.endswith("-")  # no gate at 250
+    assert "slower" in level250 and level250.split()[-3:] == ["-", "-", "-"]  # no gate at 250
     assert "crossover at C = 250" in lines[-2] and "keep speculation up to C = 1" in lines[-2]
     assert lines[-1].startswith("  (speedup: speculative ÷ base") and "gate: " in lines[-1]
 
@@ -269,3 +272,44 @@ def test_every_profile_field_and_option_has_its_reference_text():
     entries = [s for _, s in profiles.SETTINGS.values()]
     assert entries and all(s.help and s.group in profile_fields.GROUPS for s in entries)
     assert all(o.help for o in settings.OPTIONS) and all(f.help for f in settings.FLAGS)
+
+
+def pair_parity(identical: list[bool], accuracy: Outcome | None = None):
+    base = [GreedyOutput("p", (1, 2), (" a", " b"), (2.0, 2.0)) for _ in identical]
+    spec = [GreedyOutput("p", (1, 2) if same else (1, 9), (" a", " b"), (2.0, 2.0))
+            for same in identical]  # fmt: skip
+    parity = judge("sim-spec", "sim-base", "t.py::test_greedy_parity", base, spec, tie_gap=0.1)
+    if accuracy is not None:
+        parity.accuracy, parity.accuracy_outcome = f"accuracy line — {accuracy.value}", accuracy
+        if accuracy is Outcome.FAIL:
+            parity.outcome = Outcome.FAIL
+    return parity
+
+
+@pytest.mark.parametrize(
+    ("identical", "accuracy", "cells"),
+    [
+        ([True] * 8, Outcome.PASS, ["PASS", "8/8", "PASS"]),
+        ([True] * 6 + [False] * 2, None, ["FAIL", "6/8", "-"]),
+        ([True] * 8, Outcome.FAIL, ["PASS", "8/8", "FAIL"]),  # the accuracy column's FAIL
+    ],
+)
+def test_the_speculative_table_carries_the_pairs_parity_and_accuracy(
+    mixed, identical, accuracy, cells
+):
+    mixed.parities.append(pair_parity(identical, accuracy))
+    lines = terminal.speculative_lines(mixed)
+    assert lines[1].split()[-2:] == ["parity", "accuracy"]
+    level1 = next(line for line in lines if line.split()[:1] == ["1"])
+    assert level1.split()[-3:] == cells
+
+
+def test_accept_length_is_shown_per_category_where_the_workload_names_them():
+    point = measured("sim-spec", 10, [100.0, 110.0], accept=2.5)
+    point.runs = [
+        dataclasses.replace(point.runs[0], accept_length_by_category={"code": 3.5, "chat": 2.0}),
+        dataclasses.replace(point.runs[1], accept_length_by_category={"code": 3.0, "chat": 2.0}),
+    ]
+    plain = measured("sim-spec", 1, [100.0], accept=2.5)  # no categories: no line
+    lines = terminal.accept_category_lines(results([plain, point]))
+    assert lines == ["sim-spec accept length by category (tok/step): C=10: chat 2.00, code 3.25"]

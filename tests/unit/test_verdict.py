@@ -192,3 +192,24 @@ def test_a_drop_past_the_fail_margin_that_launches_could_explain_says_so():
         f"this server's launches differ by 10.0 % (sd), so a drop under {v.detectable * 100:.0f} "
         "% cannot FAIL it"
     )
+
+
+def test_an_accept_length_below_the_floor_fails_and_one_at_it_holds():
+    from pytest_llmperf.core.judgement import below_floor
+
+    low = below_floor("eagle3 C=70 accept_length", 2.41, 2.8, 3)
+    assert low is not None and low.outcome.name == "FAIL"
+    assert low.message.startswith(
+        "eagle3 C=70 accept_length: 2.41 tok/step (mean of 3 runs) is below the profile's "
+        "accept_length_floor 2.8 by 0.39 — FAIL"
+    )
+    assert below_floor("eagle3 C=70 accept_length", 2.8, 2.8, 3) is None
+
+
+def test_an_accept_length_moves_lower_or_higher_not_slower():
+    v = decide(
+        [2.0, 2.01, 2.0], [3.0, 3.01, 2.99], fail_margin=0.15, warn_margin=0.05, last_stage=True
+    )
+    text = describe("spec C=1 accept_length", 2.0, 3.0, v, 0.15, unit="tok/step")
+    assert "2.00 tok/step vs golden 3.00" in text and ", lower," in text
+    assert "slower" not in text and "significantly lower by more than" in text

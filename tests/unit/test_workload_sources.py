@@ -76,6 +76,16 @@ def test_default_workload_definition_is_unchanged():
     }  # fmt: skip
 
 
+def test_a_dataset_may_name_each_requests_category(tmp_path):
+    good = tmp_path / "c.jsonl"
+    good.write_text('{"prompt": "a", "category": " code "}\n{"prompt": "b"}\n')
+    assert [e.category for e in load_dataset(good).entries] == ["code", None]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "a", "category": 3}\n')
+    with pytest.raises(DatasetError, match=r"bad.jsonl, line 1: field 'category' is 3; expected"):
+        load_dataset(bad)
+
+
 def test_jsonl_and_sharegpt_parse_and_hash(tmp_path):
     jsonl = tmp_path / "r.jsonl"
     jsonl.write_text('{"prompt": "a", "output_len": 5}\n\n{"input_ids": [1, 2, 3]}\n')
