@@ -614,6 +614,16 @@ class Profile:
         check=is_seconds_or_zero,
         allowed=SECONDS_OR_ZERO,
     )
+    metrics_interval_s: float = setting(
+        0.5,
+        "sample the server's /metrics gauges (running and queued requests, KV-cache use, "
+        "throughput, cache hits, accept length) this often through each point's runs, from a "
+        "process of its own; a FAIL or WARN names what they show (a full KV cache, a growing "
+        "queue); 0: no series",
+        "load",
+        check=is_seconds_or_zero,
+        allowed=SECONDS_OR_ZERO,
+    )
     # -- resolved where the engines are known (profiles_file.py), not fields --------------
     #: Whether the server speculates: ``speculative``, else detected from the engine's flags.
     speculative: bool = False

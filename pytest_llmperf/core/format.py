@@ -16,6 +16,8 @@ def format_value(value: float, unit: str, bare: bool = False) -> str:
         return f"{value:.3f}"
     if unit == "tok/step":  # an accept length: 2.83 tokens a verify step
         return f"{value:.2f}" if bare else f"{value:.2f} tok/step"
+    if unit in ("J/tok", "tok/s/W"):  # fractions of a joule; a few tokens a watt
+        return f"{value:,.3f}" if bare else f"{value:,.3f} {unit}"
     if unit == "req/s":
         return f"{value:,.2f}" + ("" if bare else " req/s")
     return f"{value:,.1f}" if bare else f"{value:,.1f} {unit}"

@@ -349,6 +349,13 @@ class RunMetrics:
     accept_length_observed: float | None = None
     #: ``accept_length`` per category of the workload's requests, where its dataset names them.
     accept_length_by_category: dict[str, float] | None = None
+    #: The GPUs over the run's window, where NVML is present (engines/gpu_series.py): the
+    #: energy it took, per output token, the tok/s each watt bought, and how a GPU was held
+    #: back (power or heat) while it ran.
+    energy_j: float | None = None
+    energy_j_per_token: float | None = None
+    tok_s_per_watt: float | None = None
+    gpu_held_back: tuple[str, ...] = ()
 
     @property
     def sustainable(self) -> bool:
@@ -362,6 +369,7 @@ class RunMetrics:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["problems"] = list(self.problems)
+        data["gpu_held_back"] = list(self.gpu_held_back)
         return finite_or_none(data)
 
 
@@ -638,17 +646,20 @@ LATENCY_METRICS = tuple(
     f"{name}_{q}_s" for name in ("ttft", "itl", "tpot", "e2e") for q in ("p50", "p90", "p99")
 )
 #: Every per-run figure a check can gate, higher is better unless in LATENCY_METRICS.
+#: Figures of the GPUs over a run's window (engines/gpu_series.py), where NVML is present.
+ENERGY_METRICS = ("energy_j_per_token", "tok_s_per_watt")
 METRICS = (
     "output_tok_s",
     "request_tok_s",
     "goodput_req_s",
     "accept_length",
+    *ENERGY_METRICS,
     *LATENCY_METRICS,
 )
 
 
 def lower_is_better(metric: str) -> bool:
-    return metric in LATENCY_METRICS
+    return metric in LATENCY_METRICS or metric == "energy_j_per_token"
 
 
 def too_few_samples(run: RunMetrics, metric: str) -> int | None:

@@ -47,6 +47,10 @@ def unit_of(metric: str) -> str:
         return "tok/step"
     if metric in ("accuracy", "identical_share"):  # a share of the items
         return "accuracy"
+    if metric == "energy_j_per_token":
+        return "J/tok"
+    if metric == "tok_s_per_watt":
+        return "tok/s/W"
     if metric.endswith("_req_s"):
         return "req/s"
     if lower_is_better(metric):
@@ -172,6 +176,13 @@ class MeasuredPoint(Point):
     counters: dict[str, float] | None = None
     #: Each server's /metrics counters (by URL: a router's workers each) before the point.
     counters_at_start: dict[str, dict[str, float]] | None = field(default=None, repr=False)
+    #: The server's gauges sampled through the point's runs (servers/series.py), as stored:
+    #: ``interval_s``, ``t`` and one list per gauge; None without a series.
+    server_series: dict[str, Any] | None = None
+    #: NVML's readings of the server's GPUs through the point's runs, per GPU (None: no NVML).
+    gpu_series: dict[str, Any] | None = None
+    #: The monotonic clock's reading at the series' t = 0 (more runs add to the same series).
+    series_origin: float | None = field(default=None, repr=False)
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -254,6 +265,8 @@ class MeasuredPoint(Point):
                 "environment_changes": self.environment_changes,
                 "wall_s": self.wall_s,
                 "server_counters": self.counters,
+                "server_series": self.server_series,
+                "gpu_series": self.gpu_series,
                 "history": self.history,
             }
         )

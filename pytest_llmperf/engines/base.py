@@ -83,6 +83,9 @@ class Engine:
     #: Whether its latencies are the host's rather than the server's (a simulation's
     #: milliseconds of Python scheduling): gated only against goldens of the same host.
     latency_is_the_hosts: ClassVar[bool] = False
+    #: Whether it runs on this host's GPUs: NVML is sampled through its points' runs (energy
+    #: per token, held-back clocks) where nvidia-ml-py and a driver are present.
+    uses_local_gpus: ClassVar[bool] = False
 
     # -- the profile ------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ class SGLangEngine(Engine):
     reserved_flags: ClassVar[tuple[str, ...]] = ("--port", "--host", "--model-path", "--model")
     routable: ClassVar[bool] = True
     multi_node: ClassVar[bool] = True
+    uses_local_gpus: ClassVar[bool] = True
     #: The module the interpreter runs (the simulated engine has its own).
     module: ClassVar[str] = "sglang.launch_server"
 

@@ -187,6 +187,7 @@ class HistoryRecorder:
         """The point as it stands (its runs so far, its verdict once judged)."""
         counters = point.counters if isinstance(point, MeasuredPoint) else None
         wall_s = point.wall_s if isinstance(point, MeasuredPoint) else None
+        series = point.server_series if isinstance(point, MeasuredPoint) else None
         self.write(
             {
                 "kind": "point",
@@ -205,6 +206,7 @@ class HistoryRecorder:
                 "message": point.message,
                 "problems": point.problems,
                 "counters": finite_or_none(counters) if counters else None,
+                "server_series": finite_or_none(series) if series else None,
                 "wall_s": wall_s,
                 "samples": run_figures(point),
             }

@@ -32,7 +32,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -93,6 +93,7 @@ points = Table(
     Column("message", Text),
     Column("problems", JSON),
     Column("counters", JSON),  # the server's own /metrics, run-scoped deltas
+    Column("server_series", JSON),  # its gauges through the runs (servers/series.py); v2
     Column("wall_s", Float),  # the point's server time, all its runs
     UniqueConstraint("run_id", "profile", "key", name="uq_llmperf_point"),
 )
@@ -129,6 +130,13 @@ timings = Table(
     Column("seconds", Float, nullable=False),
 )
 
+
 #: ``UPGRADES[n]`` brings a store of version n to n + 1, inside one transaction. Version 1 is
 #: the first; a change of the tables above adds a step here and raises SCHEMA_VERSION.
-UPGRADES: dict[int, Callable[[Connection], None]] = {}
+def _add_server_series(conn: Connection) -> None:
+    """Version 2: each point keeps the server's gauges through its runs."""
+    kind = "JSON" if conn.dialect.name == "postgresql" else "TEXT"
+    conn.exec_driver_sql(f"ALTER TABLE llmperf_points ADD COLUMN server_series {kind}")
+
+
+UPGRADES: dict[int, Callable[[Connection], None]] = {1: _add_server_series}

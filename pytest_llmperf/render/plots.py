@@ -277,6 +277,41 @@ def latency_by_rate(
     return _save(plt, fig, path)
 
 
+def server_series(point: MeasuredPoint, path: Path) -> Path:
+    """A point's server gauges through its runs (servers/series.py): running and queued
+    requests on the left, KV-cache use on the right, with the verdict in the title."""
+    from pytest_llmperf.core.diagnosis import explain
+
+    series = point.server_series or {}
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 4.2), dpi=120)
+    t = series.get("t", [])
+    for k, (name, label) in enumerate(
+        (("running_requests", "running requests"), ("queued_requests", "queued requests"))
+    ):
+        if name in series:
+            ax.plot(t, series[name], "-", color=PALETTE[k], lw=1.4, label=label)
+    ax.set_xlabel("seconds into the point's runs")
+    ax.set_ylabel("requests")
+    ax.set_ylim(bottom=0)
+    handles, labels = ax.get_legend_handles_labels()
+    if "kv_cache_usage" in series:
+        kv = ax.twinx()
+        values = [None if v is None else v * 100 for v in series["kv_cache_usage"]]
+        kv.plot(t, values, ":", color=PALETTE[2], lw=1.6, label="KV cache used (%)")
+        kv.set_ylim(0, 105)
+        kv.set_ylabel("KV cache used (%)")
+        more = kv.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+    # Below the axes: the curves fill the top where a cache is full and a queue long.
+    ax.legend(handles, labels, fontsize=8, frameon=False, loc="upper center",
+              bbox_to_anchor=(0.5, -0.16), ncol=3)  # fmt: skip
+    cause = explain(series)
+    title = f"{point.label}: {point.verdict.value}"
+    ax.set_title(title + (f"\n{cause}" if cause else ""), fontsize=9)
+    return _save(plt, fig, path)
+
+
 def _milliseconds_axis(ax: Any) -> None:
     """A log axis labelled in plain milliseconds at 1-2-5 steps (no "6×10⁰"), so a median below
     the lowest decade still sits between labelled ticks."""

@@ -30,7 +30,9 @@ TOP_FIELDS = {
     "worker's url, version, server_info summary and log)",
     "points": "every measured point, and every figure checked on its runs (below)",
     "speculative": "per speculative profile measured with its base in the run: speedup per "
-    "level with its 95 % interval, crossover, cut-off advice and the speedup gate's verdicts",
+    "level with its 95 % interval, crossover, cut-off advice, the speedup gate's verdicts, and "
+    "`energy_ratio` (per level, its energy per output token ÷ the base's, where NVML measured "
+    "both)",
     "capacity": "per profile whose capacity was searched (llmperf.capacity): `max_rate` "
     "(requests/s: `low`, the highest rate that held), `client_limited` (a probe above it was a "
     "rate this host's client could not pace: reported, not gated), `low` (the highest rate that "
@@ -83,6 +85,14 @@ POINT_FIELDS = {
     "server_counters": "the server's own /metrics over the point's runs (null when it serves "
     "none): generated_tokens, prompt_tokens, cached_tokens, requests, queue_time_mean_s, "
     "kv_cache_usage, …",
+    "server_series": "the server's gauges through the point's runs, sampled every "
+    "`metrics_interval_s` from a process of its own (null without one): `interval_s`, `t` "
+    "(seconds from the first sample) and a list per gauge it reports: `running_requests`, "
+    "`queued_requests`, `kv_cache_usage`, `gen_throughput`, `cache_hit_rate`, "
+    "`spec_accept_length`",
+    "gpu_series": "NVML's readings of the server's GPUs through the point's runs, per GPU index: "
+    "`t` (seconds from the point's first sample), `power_w`, `sm_clock_mhz`, `temperature_c`, "
+    "`reasons` (NVML's clock event reason bits); null without NVML",
     "history": "with --perf-history: `runs` (the stored nights of its series, this one "
     "included), `spread` (their night-to-night sd, log scale) and `change_points`, each with "
     "`first_bad_run`, `last_good_run`, their dates and commits, `change` (relative, e.g. −0.08), "
@@ -109,6 +119,12 @@ RUN_FIELDS = {
     "accept length)",
     "accept_length_by_category": "accept_length per category of the requests, where the "
     "workload's dataset names a `category` per line (speculative profiles; else null)",
+    "energy_j": "the energy the server's GPUs took over the run's window, from NVML's energy "
+    "counter (joules; null without NVML)",
+    "energy_j_per_token": "energy_j ÷ the window's output tokens",
+    "tok_s_per_watt": "output_tok_s ÷ the GPUs' mean power over the window (all GPUs summed)",
+    "gpu_held_back": "how a GPU was held back by power or heat during the window, per GPU and "
+    "reason, with the share of samples (empty: never)",
     "achieved_concurrency": "Σ e2e ÷ duration: the concurrency the server saw",
     "in_flight_while_sending": "requests in flight on average while the client was sending",
     "client_gap_s": "the client's idle time between a response and the next request",
@@ -153,4 +169,22 @@ def render(results: Results, *, created: str) -> dict[str, Any]:
 
 def _speculative(results: Results, analysis: Analysis) -> dict[str, Any]:
     gate = {str(p.concurrency): p.to_json() for p in results.speedups_of(analysis)}
-    return finite_or_none({**analysis.to_json(), "gate": gate})
+    return finite_or_none(
+        {**analysis.to_json(), "gate": gate, "energy_ratio": _energy(results, analysis)}
+    )
+
+
+def _energy(results: Results, analysis: Analysis) -> dict[str, float] | None:
+    """Per level, the speculative profile's energy per output token ÷ its base's (NVML)."""
+    per_token: dict[tuple[str, int], float] = {}
+    for p in results.points:
+        if p.test == analysis.test and p.gated_from is None and p.rate is None:
+            value = p.run_average(lambda r: r.energy_j_per_token)
+            if value == value:  # a number, not NaN: the runs had energy figures
+                per_token[(p.profile, p.concurrency)] = value
+    ratios = {
+        str(c): per_token[(analysis.profile, c)] / per_token[(analysis.base_profile, c)]
+        for c in sorted({c for _, c in per_token})
+        if (analysis.profile, c) in per_token and (analysis.base_profile, c) in per_token
+    }
+    return ratios or None

@@ -8,13 +8,14 @@ is a pure function of the results.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_llmperf.core.results import Results
 from pytest_llmperf.core.stats import finite_or_none
-from pytest_llmperf.files import write_json_atomic
+from pytest_llmperf.files import confined, write_json_atomic
 from pytest_llmperf.render import markdown, plots, results_json
 
 
@@ -128,6 +129,7 @@ def report_dir(results: Results, directory: Path) -> list[str]:
             )
         if results.analyses:
             images.append(plots.speedup(results.analyses, directory / "speedup.png").name)
+        images += series_plots(results, directory)
         if by_rate or results.capacities:
             path = directory / "latency-by-rate.png"
             images.append(plots.latency_by_rate(by_rate, results.capacities, path).name)
@@ -144,3 +146,24 @@ def report_dir(results: Results, directory: Path) -> list[str]:
             fh.write(text + "\n")
         notes.append(f"appended to $GITHUB_STEP_SUMMARY ({step_summary})")
     return notes
+
+
+def series_plots(results: Results, directory: Path) -> list[str]:
+    """A plot of the server's gauges for every FAIL or WARN point that has a series (one a
+    measured point: its gated figures share its runs and its series)."""
+    from pytest_llmperf.core.outcome import Outcome
+
+    names: list[str] = []
+    drawn: set[tuple[str, str, int, float | None]] = set()
+    for point in results.points:
+        where = (point.profile, point.test, point.concurrency, point.rate)
+        if point.verdict not in (Outcome.FAIL, Outcome.WARN) or not point.server_series:
+            continue
+        if where in drawn:
+            continue
+        drawn.add(where)
+        slug = re.sub(
+            r"[^A-Za-z0-9_.-]+", "_", f"{point.profile}-{point.node.short_name}-{point.level}"
+        )
+        names.append(plots.server_series(point, confined(directory, f"series-{slug}.png")).name)
+    return names

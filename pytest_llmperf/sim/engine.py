@@ -66,6 +66,7 @@ class Engine:
         self,
         cost: CostModel,
         max_running_requests: int,
+        max_total_tokens: int = 812345,
         speculation: Speculation | None = None,
         faults: Faults | None = None,
         seed: int = 0,
@@ -73,6 +74,9 @@ class Engine:
     ) -> None:
         self.cost = cost
         self.max_running = max_running_requests
+        #: The KV cache in tokens: a request is admitted only while its prompt and its whole
+        #: output fit beside the running ones' (SGLang reserves the same, then retracts).
+        self.max_total_tokens = max_total_tokens
         self.spec = speculation
         self.faults = faults or Faults()
         self.decode_log_interval = decode_log_interval
@@ -124,6 +128,22 @@ class Engine:
         self.spec_verify_total = 0
         self.spec_tokens_total = 0
 
+    def _fits(self) -> bool:
+        """Whether the next waiting request's tokens fit the KV cache now (one alone always
+        runs: a request larger than the cache would otherwise wait forever)."""
+        need = self.waiting[0].prompt_tokens + self.waiting[0].target_tokens
+        reserved = sum(r.prompt_tokens + r.target_tokens for r in self.running)
+        return not self.running or reserved + need <= self.max_total_tokens
+
+    @property
+    def token_usage(self) -> float:
+        """The share of the KV cache the running requests hold now (SGLang's token_usage).
+        The simulation reserves a request's whole output when it admits it, so this is what it
+        committed; SGLang admits on an estimate and fills its cache as far, retracting a
+        request when it overflows."""
+        reserved = sum(r.prompt_tokens + r.target_tokens for r in self.running)
+        return min(1.0, reserved / self.max_total_tokens)
+
     @property
     def idle(self) -> bool:
         return not self.running and not self.waiting
@@ -137,7 +157,7 @@ class Engine:
                 await self._work.wait()
                 deadline = None
             step_s = 0.0
-            while self.waiting and len(self.running) < self.max_running:
+            while self.waiting and len(self.running) < self.max_running and self._fits():
                 req = self.waiting.popleft()
                 self.running.append(req)
                 step_s += self.cost.prefill_s(req.prompt_tokens - req.cached_tokens)

@@ -44,6 +44,12 @@ SIM_OPTIONS: dict[str, dict[str, Any]] = {
         "help": "fault knob: 0.7 makes every step 1/0.7 as long (a 30%% collapse)",
     },
     "--sim-fail-every": {"type": int, "default": 0, "help": "fault knob: every Nth request fails"},
+    "--sim-kv-tokens": {
+        "type": int,
+        "default": 0,
+        "help": "fault knob: a KV cache of N tokens, as when another process held GPU memory "
+        "while SGLang sized its cache: no setting changes, so neither does the fingerprint",
+    },
     "--sim-accuracy": {
         "type": float,
         "default": 0.9,
@@ -114,6 +120,8 @@ def _sglang_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
     p.add_argument("--dp-size", "--data-parallel-size", dest="dp_size", type=int, default=1)
     p.add_argument("--max-running-requests", type=int, default=None)
+    # The KV cache's size in tokens: a request is admitted while its prompt and output fit.
+    p.add_argument("--max-total-tokens", type=int, default=None)
     p.add_argument("--speculative-algorithm", default=None, choices=SPEC_ALGORITHMS)
     p.add_argument(
         "--speculative-draft-model-path",

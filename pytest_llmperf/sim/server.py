@@ -60,6 +60,8 @@ WARMUP_MIN_S = 0.3
 #: 0.5.19+ abort it at once (``generate_request``'s ``except BaseException``). The sim keeps the
 #: older, less kind behaviour, on its own clock (÷ --sim-speed, like everything else it does).
 ABORT_DELAY_S = 2.0
+#: The KV cache's tokens without --max-total-tokens (what /server_info has always said).
+DEFAULT_TOTAL_TOKENS = 812345
 
 
 class SimServer:
@@ -79,6 +81,7 @@ class SimServer:
         self.engine = Engine(
             CostModel(speed=args.sim_speed, throughput_multiplier=args.sim_throughput_multiplier),
             max_running_requests=max_running,
+            max_total_tokens=args.max_total_tokens or args.sim_kv_tokens or DEFAULT_TOTAL_TOKENS,
             speculation=self.speculation,
             faults=Faults(
                 args.sim_fail_every, args.sim_crash_after_requests, args.sim_stall_after_tokens
@@ -358,7 +361,7 @@ class SimServer:
             {
                 **self.server_args(),
                 "status": "ready",
-                "max_total_num_tokens": 812345,
+                "max_total_num_tokens": self.engine.max_total_tokens,
                 "max_req_input_len": 131066,
                 "internal_states": [state],
                 "version": self.args.sim_report_version or f"sim-{__version__}",
@@ -417,6 +420,8 @@ class SimServer:
             f"sglang:num_queue_reqs{labels} {len(e.waiting)}",
             "# TYPE sglang:gen_throughput gauge",
             f"sglang:gen_throughput{labels} {e.last_gen_throughput}",
+            "# TYPE sglang:token_usage gauge",
+            f"sglang:token_usage{labels} {e.token_usage:.4f}",
             "# TYPE sglang:prompt_tokens_total counter",
             f"sglang:prompt_tokens_total{labels} {e.prompt_tokens_total}",
             "# TYPE sglang:generation_tokens_total counter",

@@ -338,6 +338,10 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester, attached):
     reference = (tokens_after - tokens_before) / (seconds_after - seconds_before)
     print(f"C=1: plugin {plugin:.1f} tok/s, the server's own accounting {reference:.1f} tok/s")
     assert abs(plugin / reference - 1) < 0.05, (plugin, reference)
+    # The real SGLang's own gauges through the runs, by the names the series reads.
+    series = point["server_series"]
+    assert max(series["running_requests"]) == 1 and max(series["queued_requests"]) == 0, series
+    assert 0 < max(series["kv_cache_usage"]) < 1 and max(series["gen_throughput"]) > 0, series
 
     with Throttle(attached.scheduler_pid, 0.6, period_s=0.2):
         slower = pytester.runpytest_subprocess(*args)

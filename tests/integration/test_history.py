@@ -290,3 +290,27 @@ def test_a_step_in_the_engine_is_named_by_the_night_it_began(pytester):
             f"*drift*since run {run_ids[4]}*",
         ]
     )
+
+
+def test_a_version_1_postgresql_store_gains_the_server_series(postgres_url):
+    from sqlalchemy import text
+
+    from tests.history_data import Nights, build_store, records, run_id
+
+    build_store(postgres_url, Nights(nights=1, points=1))
+    store = HistoryStore.open(postgres_url)
+    with store.engine.begin() as conn:  # as version 1 made it
+        conn.execute(text("ALTER TABLE llmperf_points DROP COLUMN server_series"))
+        conn.execute(text("UPDATE llmperf_meta SET value = '1' WHERE key = 'schema_version'"))
+    store.engine.dispose()
+    upgraded = HistoryStore.open(postgres_url)
+    assert upgraded.schema_version() == 2
+    series = {"interval_s": 0.5, "t": [0.0, 0.5], "kv_cache_usage": [1.0, 0.99]}
+    upgraded.apply_all(
+        [
+            {**r, "server_series": series} if r["kind"] == "point" else r
+            for r in records(Nights(nights=2, points=1))
+            if r["run_id"] == run_id(1)
+        ]
+    )
+    assert upgraded.points_of(run_id(1))[0]["server_series"] == series

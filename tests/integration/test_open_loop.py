@@ -216,13 +216,15 @@ def test_rate_latency(llmperf, llm_request_rate):
 """
 
 
-def quick_lead_in(pytester: pytest.Pytester) -> None:
-    """A lead-in of 0.3 s instead of settle_s's 3 s default (the sim needs no more)."""
+def quick_lead_in(pytester: pytest.Pytester, metrics_interval_s: float | None = None) -> None:
+    """A lead-in of 0.3 s instead of settle_s's 3 s default (the sim needs no more); and the
+    server's gauges sampled every ``metrics_interval_s`` where given (runs of a second or two)."""
     profiles = pytester.path / "profiles.toml"
     text = profiles.read_text()
     at = text.index("min_requests = ")
     at = text.index("\n", at) + 1
-    profiles.write_text(text[:at] + "settle_s = 0.3\n" + text[at:])
+    more = f"metrics_interval_s = {metrics_interval_s}\n" if metrics_interval_s else ""
+    profiles.write_text(text[:at] + "settle_s = 0.3\n" + more + text[at:])
 
 
 def test_rate_levels_record_then_gate_with_one_schedule_for_both_profiles(pytester):
@@ -264,7 +266,7 @@ def test_rate_levels_record_then_gate_with_one_schedule_for_both_profiles(pytest
 
 def test_a_level_sustainable_in_its_golden_fails_when_it_no_longer_is(pytester):
     # 40 arrivals a window (1 s at 40 requests/s): enough to tell a growing queue from noise.
-    marker = write_profiles(pytester, runs=2, min_requests=40)
+    marker = write_profiles(pytester, runs=2, min_requests=40, extra_args='"--enable-metrics"')
     quick_lead_in(pytester)
     pytester.makepyfile(test_rates=RATE_SUITE)
     args = ["--llm-request-rate", "40", "-p", "no:cacheprovider"]
@@ -272,14 +274,16 @@ def test_a_level_sustainable_in_its_golden_fails_when_it_no_longer_is(pytester):
     # The same server (same fingerprint), a twentieth as fast: 40 requests/s is now beyond it.
     write_profiles(
         pytester, marker=marker, runs=2, min_requests=40,
-        extra_args='"--sim-throughput-multiplier", "0.05"',
+        extra_args='"--enable-metrics", "--sim-throughput-multiplier", "0.05"',
     )  # fmt: skip
-    quick_lead_in(pytester)
+    quick_lead_in(pytester, metrics_interval_s=0.1)
     result = pytester.runpytest(*args)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*sim-base 40 req/s ttft_p90_s: FAIL — NOT SUSTAINABLE: the backlog grew*It was "
-         "sustainable in its golden*: the server no longer keeps up with 40 requests/s*"]
+        ["*sim-base 40 req/s ttft_p90_s: FAIL — NOT SUSTAINABLE: the backlog grew*the server's "
+         "own metrics: the requests in the server grew through the window (from * to * running "
+         "and queued*over capacity. It was sustainable in its golden*: the server no longer "
+         "keeps up with 40 requests/s*"]
     )  # fmt: skip
 
 

@@ -1,0 +1,146 @@
+"""Energy per token and held-back GPUs, end to end on the simulated engine with a fake pynvml
+whose readings are known traces: each GPU draws a fixed power on the real clock, so its energy
+counter rises by exactly that many joules a second, and one GPU can be at its power cap.
+
+NVML has not run on a GPU here (these machines have none): the fake answers the calls the
+sampler makes as nvidia-ml-py's bindings do, and nothing else."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import types
+
+import pytest
+
+from tests.helpers import write_profiles
+
+POWER_W = (250.0, 350.0)  # two GPUs: 600 W together
+SUITE = """
+def test_output_throughput(llmperf, llm_concurrency):
+    point = llmperf.measure(concurrency=llm_concurrency)
+    llmperf.check(point)
+    llmperf.check(point, metric="energy_j_per_token")
+"""
+
+
+class EnergyNVML(types.ModuleType):
+    """pynvml as the sampler calls it: every GPU at a fixed power, its counter on the clock."""
+
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, capped: set[int] = frozenset()) -> None:
+        super().__init__("pynvml")
+        self.capped, self.started = capped, time.monotonic()
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return len(POWER_W)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return []
+
+    def nvmlDeviceGetName(self, handle):
+        return b"NVIDIA H200"
+
+    def nvmlSystemGetDriverVersion(self):
+        return b"590.48.01"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self):
+        return 13000
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        return int(POWER_W[handle] * 1000 * (time.monotonic() - self.started))  # mJ
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return int(POWER_W[handle] * 1000)  # mW
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):
+        return 1400 if handle in self.capped else 1980
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        return 71
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return 0x4 if handle in self.capped else 0x0  # software power cap
+
+
+@pytest.fixture
+def nvml(monkeypatch):
+    def install(capped: set[int] = frozenset()) -> EnergyNVML:
+        fake = EnergyNVML(capped)
+        monkeypatch.setitem(sys.modules, "pynvml", fake)
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        return fake
+
+    return install
+
+
+def test_energy_per_token_comes_from_the_counters_rise_and_is_gated(pytester, nvml):
+    nvml()
+    write_profiles(pytester, concurrency="[4]", output_len=128, runs=3, min_requests=8,
+                   body="")  # fmt: skip
+    (pytester.path / "profiles.toml").write_text(
+        (pytester.path / "profiles.toml")
+        .read_text()
+        .replace("min_requests = 8\n", "min_requests = 8\nmetrics_interval_s = 0.05\n", 1)
+    )
+    pytester.makepyfile(test_perf=SUITE)
+    args = ("--llm-profile", "sim-base", "-p", "no:randomly", "--perf-json", "out.json")
+    pytester.runpytest(*args, "--perf-update").assert_outcomes(passed=1)
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    points = json.loads((pytester.path / "out.json").read_text())["points"]
+    speed = next(p for p in points if p["metric"] == "output_tok_s")
+    energy = next(p for p in points if p["metric"] == "energy_j_per_token")
+    assert energy["verdict"] in ("PASS", "WARN"), energy["message"]
+    for run in speed["runs"]:
+        # 600 W over the window: joules = 600 × seconds, per token = 600 ÷ tok/s.
+        assert run["energy_j"] == pytest.approx(600 * run["duration_s"], rel=0.02)
+        assert run["energy_j_per_token"] == pytest.approx(600 / run["output_tok_s"], rel=0.02)
+        assert run["tok_s_per_watt"] == pytest.approx(run["output_tok_s"] / 600, rel=0.001)
+        assert run["gpu_held_back"] == []
+    assert set(speed["gpu_series"]) == {"0", "1"} and speed["gpu_series"]["1"]["power_w"][0] == 350
+
+
+def test_a_gpu_at_its_power_cap_is_flagged_in_the_run_and_the_verdict(pytester, nvml):
+    write_profiles(pytester, concurrency="[4]", output_len=128, runs=3, min_requests=8)
+    (pytester.path / "profiles.toml").write_text(
+        (pytester.path / "profiles.toml")
+        .read_text()
+        .replace("min_requests = 8\n", "min_requests = 8\nmetrics_interval_s = 0.05\n", 1)
+    )
+    pytester.makepyfile(test_perf=SUITE.replace(
+        '    llmperf.check(point, metric="energy_j_per_token")\n', ""))  # fmt: skip
+    args = ("--llm-profile", "sim-base", "-p", "no:randomly", "--perf-json", "out.json")
+    nvml()
+    pytester.runpytest(*args, "--perf-update").assert_outcomes(passed=1)
+    nvml(capped={1})
+    # The same server, slower: its GPU 1 at its power cap (the sim slowed to match).
+    (pytester.path / "profiles.toml").write_text(
+        (pytester.path / "profiles.toml")
+        .read_text()
+        .replace('"--sim-speed", "20"', '"--sim-speed", "20", "--sim-throughput-multiplier", "0.6"')
+    )
+    result = pytester.runpytest(*args)
+    (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+    assert point["verdict"] == "FAIL"
+    assert all(run["gpu_held_back"] == ["GPU 1: power cap (software) in 100% of samples"]
+               for run in point["runs"])  # fmt: skip
+    result.stdout.fnmatch_lines(
+        ["*the GPU was held back during its runs (GPU 1: power cap (software) in 100% of "
+         "samples): slower may be the clocks', not the server's*"]
+    )  # fmt: skip

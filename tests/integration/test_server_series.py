@@ -1,0 +1,65 @@
+"""The server over the window, end to end on the simulated engine: its /metrics gauges sampled
+through each point's runs by a process of its own, stored with the point, and a slow point's
+verdict naming the cause they show: a KV cache too small for the level (memory-bound), and a
+rate level whose queue grows (over capacity)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.helpers import FAST_SIM_ARGS, project_with
+
+SIM = ", ".join(f'"{a}"' for a in [*FAST_SIM_ARGS, "--enable-metrics"])
+#: 100-token prompts and 128 tokens out: 228 tokens of KV cache a request.
+PROFILE = f"""
+[profiles.sim]
+engine = "sim"
+model = "sim/series"
+args = [{SIM}]
+concurrency = [16]
+runs = 2
+min_requests = 48
+input_len = 100
+output_len = 128
+metrics_interval_s = 0.1
+ready_timeout_s = 30
+shutdown_timeout_s = 5
+request_timeout_s = 30
+
+"""
+SUITE = """
+def test_output_throughput(llmperf, llm_concurrency):
+    llmperf.check(llmperf.measure(concurrency=llm_concurrency))
+"""
+
+
+def test_a_memory_starved_server_fails_with_the_cause_its_own_metrics_show(pytester):
+    project_with(pytester, PROFILE, SUITE)
+    pytester.runpytest("--llm-profile", "sim", "--perf-update").assert_outcomes(passed=1)
+    # The same server with room for two requests' KV cache (another process held the GPU's
+    # memory when it sized its cache): the other fourteen of C = 16 wait.
+    project_with(
+        pytester,
+        PROFILE.replace(f"args = [{SIM}]", f'args = [{SIM}, "--sim-kv-tokens", "456"]'),
+        SUITE,
+    )
+    result = pytester.runpytest(
+        "--llm-profile", "sim", "--perf-json", "out.json", "--perf-report", "report"
+    )
+    (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+    series = point["server_series"]
+    assert series["interval_s"] == 0.1 and len(series["t"]) >= 10, series["t"]
+    running = sorted(series["running_requests"])
+    # Two at a time (the warm-up's short requests fit three).
+    assert max(series["kv_cache_usage"]) == 1.0 and running[len(running) // 2] == 2
+    assert point["verdict"] == "FAIL", point["message"]
+    result.stdout.fnmatch_lines(
+        ["*the server's own metrics: KV cache at 100% with 14 requests queued, 2 running for "
+         "*% of the window: the server was memory-bound (out of KV cache), not slower per token"]
+    )  # fmt: skip
+    assert result.ret == 1
+    # The failing point's series, drawn for the report.
+    (plot,) = (pytester.path / "report").glob("series-*.png")
+    assert plot.name == "series-sim-output_throughput-C_16.png"
+    assert plot.read_bytes().startswith(b"\x89PNG") and plot.stat().st_size > 20_000
+    assert plot.name in (pytester.path / "report" / "summary.md").read_text()
