@@ -29,5 +29,5 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("selection", "preflight", "plan", "progress", "session"),
     ),
     ("the fixtures' objects", ("fixtures",)),
-    ("the pytest face and the command line", ("plugin", "__main__", "scaffold", "merge")),
+    ("the pytest face and the command line", ("plugin", "__main__", "scaffold", "merge", "bisect")),
 )

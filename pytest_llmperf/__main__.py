@@ -5,6 +5,8 @@
   what a history store holds (pytest_llmperf/history/cli.py).
 - ``merge OUT.json LEG.json… [--report DIR] [--history STORE]``: the results of a nightly
   matrix's legs as one results file, one report, one history upload (pytest_llmperf/merge.py).
+- ``bisect --good REV --bad REV [--repo DIR] [--setup CMD] -- PYTEST_ARGS``: the commit that
+  made a point slower, each step measured (pytest_llmperf/bisect.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_llmperf.history import cli as history_cli
 
     history_cli.add_parser(commands)
+    from pytest_llmperf import bisect
+
+    bisect.add_parser(commands)
     merge = commands.add_parser(
         "merge",
         help="Merge the results JSON of a matrix's legs (runners) into one results file, one "
@@ -44,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         return history_cli.main(args)
     if args.command == "merge":
         return _merge(args)
+    if args.command == "bisect":
+        return bisect.main(args)
     if args.command == "init":
         from pytest_llmperf.scaffold import init as write_scaffold
 

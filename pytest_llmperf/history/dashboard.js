@@ -65,6 +65,12 @@
       tr.appendChild(el("td", {title: c.last_good_run}, c.last_good_date));
       tr.appendChild(el("td", {class: "changed"}, c.what_changed.join("; ") || "no fingerprint key, version or commit"));
       table.appendChild(tr);
+      if (c.bisect) {
+        var find = el("tr");
+        find.appendChild(el("td", {colspan: "7", class: "bisect"}, "find the commit: "));
+        find.lastChild.appendChild(el("code", {}, c.bisect));
+        table.appendChild(find);
+      }
     });
     box.appendChild(table);
   }

@@ -267,12 +267,31 @@ def open_change_points(all_series: Sequence[Series]) -> list[dict[str, Any]]:
     for series in all_series:
         cps = series.change_points()
         if cps:
-            found.append(
-                {
-                    "profile": series.profile,
-                    "point": series.key,
-                    "metric": series.metric,
-                    **series.report(cps[-1]),
-                }
-            )
+            change = {
+                "profile": series.profile,
+                "point": series.key,
+                "metric": series.metric,
+                **series.report(cps[-1]),
+            }
+            change["bisect"] = bisect_command(change)
+            found.append(change)
     return sorted(found, key=lambda c: c["first_bad_date"], reverse=True)
+
+
+def bisect_command(change: dict[str, Any]) -> str | None:
+    """The ``bisect`` command that re-measures a change point's commit range (None without
+    both commits): the point's test and level, its profile."""
+    good, bad = change.get("last_good_commit"), change.get("first_bad_commit")
+    if not good or not bad or good == bad:
+        return None
+    import re
+    import shlex
+
+    key = str(change["point"]).split(" ")[0]
+    test = key.split("::")[-1].split("[")[0]
+    level = re.search(r"\[C=(\d+)\]", key)
+    only = f" --llm-concurrency {level.group(1)}" if level else ""
+    return (
+        f"python -m pytest_llmperf bisect --good {good[:12]} --bad {bad[:12]} -- perf_suites "
+        f"--llm-profile={shlex.quote(str(change['profile']))} -k {shlex.quote(test)}{only}"
+    )

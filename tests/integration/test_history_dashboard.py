@@ -53,6 +53,8 @@ def test_a_small_history_shows_its_change_point_version_marker_and_recording(tmp
     assert body_data(loaded.dom)["charts"] == "2" and loaded.console_errors() == []
     assert "engine version 0.5.6 → 0.5.9" in loaded.dom
     assert re.search(r"−(9|10)\.\d %", loaded.dom)
+    # Each open change point offers the bisect command for its commit range.
+    assert loaded.dom.count("find the commit: <code>python -m pytest_llmperf bisect --good ") == 2
     png = chromium.screenshot(page, tmp_path / "dashboard.png", width=1200, height=900)
     assert png.stat().st_size > 20_000  # drawn, not a blank page
 

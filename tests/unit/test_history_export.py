@@ -48,6 +48,13 @@ def test_the_cli_lists_runs_and_open_change_points_as_json(store, capsys):
     assert all(r["complete"] and r["points"] == 2 for r in data["runs"])
     (first, _second) = data["open_change_points"]
     assert first["first_bad_run"] == run_id(4) and first["change"] == pytest.approx(-0.1, abs=0.02)
+    # The command that re-measures its commit range, one commit at a time.
+    good, bad = first["last_good_commit"][:12], first["first_bad_commit"][:12]
+    level = first["point"].split("[C=")[1].split("]")[0]
+    assert first["bisect"] == (
+        f"python -m pytest_llmperf bisect --good {good} --bad {bad} -- perf_suites "
+        f"--llm-profile={first['profile']} -k test_output_throughput --llm-concurrency {level}"
+    )
 
 
 def test_the_cli_compares_two_runs_point_by_point(store, capsys):
