@@ -128,13 +128,6 @@ class Engine:
         self.spec_verify_total = 0
         self.spec_tokens_total = 0
 
-    def _fits(self) -> bool:
-        """Whether the next waiting request's tokens fit the KV cache now (one alone always
-        runs: a request larger than the cache would otherwise wait forever)."""
-        need = self.waiting[0].prompt_tokens + self.waiting[0].target_tokens
-        reserved = sum(r.prompt_tokens + r.target_tokens for r in self.running)
-        return not self.running or reserved + need <= self.max_total_tokens
-
     @property
     def token_usage(self) -> float:
         """The share of the KV cache the running requests hold now (SGLang's token_usage).
@@ -157,7 +150,15 @@ class Engine:
                 await self._work.wait()
                 deadline = None
             step_s = 0.0
-            while self.waiting and len(self.running) < self.max_running and self._fits():
+            # The KV cache: a request is admitted while its prompt and whole output fit beside
+            # the running ones' (one alone always runs: larger than the cache, it would wait
+            # forever). Summed once a step: the step walks the running requests anyway.
+            reserved = sum(r.prompt_tokens + r.target_tokens for r in self.running)
+            while self.waiting and len(self.running) < self.max_running:
+                need = self.waiting[0].prompt_tokens + self.waiting[0].target_tokens
+                if self.running and reserved + need > self.max_total_tokens:
+                    break
+                reserved += need
                 req = self.waiting.popleft()
                 self.running.append(req)
                 step_s += self.cost.prefill_s(req.prompt_tokens - req.cached_tokens)

@@ -203,7 +203,7 @@ def test_an_output_that_breaks_during_the_run_loses_nothing_else(pytester):
 
 
 def test_a_non_numeric_golden_value_names_file_and_point_and_update_writes_nothing(pytester):
-    write_profiles(pytester, concurrency="[1]", runs=2)
+    write_profiles(pytester, concurrency="[1]", runs=2, output_len=128)
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
     pytester.runpytest("--perf-update", "--llm-profile", "sim-base").assert_outcomes(passed=1)
     golden = pytester.path / "baselines" / "sim-base" / "sim.json"

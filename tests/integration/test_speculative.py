@@ -32,7 +32,7 @@ def test_same_run_speedup_crossover_reports_and_exports(pytester, project):
         marker=project,
         concurrency=LEVELS,
         runs=3,
-        output_len=64,
+        output_len=128,  # a 2 ms hiccup of this process is 5 % of a 64-token request at C = 1
         min_requests=16,
         extra_args='"--sim-report-version", "0.5.23"',
     )

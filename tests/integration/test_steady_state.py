@@ -140,7 +140,9 @@ def test_a_windowed_profile_records_few_precise_runs_then_gates_with_two(pyteste
     record.assert_outcomes(passed=2)
     recorded = json.loads((pytester.path / "rec.json").read_text())["points"]
     for point in recorded:
-        assert len(point["values"]) == 5, point["values"]  # the sim's steady state is precise
+        # The sim's steady state is precise: 5 runs, a sixth where a busy host spread them by
+        # 5 % (seen in a full run on 2 cores), never the 10 of an imprecise golden.
+        assert 5 <= len(point["values"]) <= 6, point["values"]
         for run in point["runs"]:
             window = run["window"]
             assert window["seconds"] == pytest.approx(0.5)
