@@ -55,7 +55,7 @@ def test_same_run_speedup_crossover_reports_and_exports(pytester, project):
     result.stdout.fnmatch_lines(
         [
             "sim-spec vs sim-base (output_throughput), same run:",
-            "*C  speedup  95 % CI*accept  break-even accept  base drift  gate",
+            "*C  speedup  95 % CI*accept  break-even accept  base drift  gate*parity*accuracy",
             "  crossover at C = 64: speedup 0.* slower; keep speculation up to C = 1*, disable above: "
             "--speculative-adaptive --speculative-adaptive-config sim-spec-adaptive-spec.json (*): "
             "speculation up to batch size 1, none from 2",
