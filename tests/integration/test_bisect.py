@@ -84,7 +84,10 @@ def test_bisect_finds_the_planted_commit_in_at_most_five_steps(tmp_path):
     data = json.loads(out.read_text())
     assert data["first_bad_commit"] == commits[PLANTED]
     steps = data["steps"][2:]  # after the two ends
-    assert 1 <= len(steps) <= 5, [s["commit"][:8] for s in steps]
+    # Binary search over commits 1-16: the middle (8) cannot be set up, so its nearest
+    # neighbour (7), then 11 (the planted one: bad), 9 and 10 (good): five steps.
+    order = [commits.index(s["commit"]) for s in steps]
+    assert order == [BROKEN, 7, PLANTED, 9, 10], order
     skipped = [s for s in steps if s["verdict"] == "skip"]
     assert [s["commit"] for s in skipped] == [commits[BROKEN]]
     assert "--setup exited 1" in skipped[0]["note"]
