@@ -72,11 +72,14 @@ def pytest_configure(config: pytest.Config) -> None:
         preflight.check_outputs(config, settings, selected)
         preflight.raise_open_files(selected)
         preflight.unreachable_server(settings, selected)
+        health = preflight.runner_health(selected, settings)
+    else:
+        health = []
     datasets = preflight.load_datasets(selected)
     renamed = preflight.carry_renamed_goldens(settings)
     run_dir = settings.run_dir_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     config.stash[SESSION_KEY] = LLMPerfSession(
-        settings, profiles, selected, run_dir, datasets=datasets, renamed=renamed
+        settings, profiles, selected, run_dir, datasets=datasets, renamed=renamed, health=health
     )
     if selected and settings.history:
         # Opened here, before any server starts: a corrupt or unreachable store is one line now,
@@ -157,6 +160,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"llmperf: profiles {', '.join(p.name for p in session.selected)} ({session.profiles.path}); {where}",
         *(f"llmperf: goldens moved: {note}" for note in session.renamed),
+        *(f"llmperf: runner health: {note}" for note in session.health),
     ]
 
 
@@ -391,7 +395,13 @@ def pytest_terminal_summary(
     session = config.stash.get(SESSION_KEY, None)
     if session is None:
         return
-    if session.points or session.capacities or session.parities or session.accuracies:
+    if (
+        session.points
+        or session.capacities
+        or session.parities
+        or session.accuracies
+        or session.startups
+    ):
         _write_summary(terminalreporter, session, exitstatus)
     for failure in session.output_failures:
         terminalreporter.write_line(f"llmperf: NOT WRITTEN: {failure}", red=True)
@@ -422,6 +432,8 @@ def _write_summary(
     for line in terminal.speculative_lines(results):
         terminalreporter.write_line(line)
     for line in terminal.accuracy_lines(results):
+        terminalreporter.write_line(line)
+    for line in terminal.profile_lines(results):
         terminalreporter.write_line(line)
     if results.capacities:
         from pytest_llmperf.render.rates import capacity_lines

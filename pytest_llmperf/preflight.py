@@ -9,6 +9,8 @@
   and its ``api_key_env``, is set.
 - :func:`load_datasets`: every selected profile's request file is read and checked line by line.
 - :func:`unreachable_server`: the server ``--llm-server-url`` names answers.
+- :func:`runner_health`: the GPUs the launches will use are fit to measure on (memory free,
+  no failing memory, not hot or held back), read through NVML (engines/gpu_health.py).
 """
 
 from __future__ import annotations
@@ -117,6 +119,40 @@ def unreachable_server(settings: Settings, selected: list[Profile]) -> None:
             f"--llm-server-url {settings.server_url} {problem} (profile {profile.name!r}). Start "
             "the server, or check the URL and the profile's health_path."
         )
+
+
+def runner_health(selected: list[Profile], settings: Settings) -> list[str]:
+    """The GPUs of every launch on this host, read once: a UsageError that lists what makes
+    measuring meaningless; the warnings, to be said in the header. Nothing without NVML."""
+    from pytest_llmperf import engines
+
+    if settings.server_url:
+        return []
+    local = [p for p in selected if engines.of(p).on_local_gpus(p)]
+    if not local:
+        return []
+    import os
+
+    from pytest_llmperf.engines import gpu_health
+    from pytest_llmperf.engines.gpu import nvml, visible_indices
+
+    with nvml() as (pynvml, why_not):
+        if pynvml is None:
+            return [f"runner health not checked: {why_not}"]
+        count = pynvml.nvmlDeviceGetCount()
+        indices = sorted(
+            {i for p in local for i in visible_indices(count, {**os.environ, **p.env})}
+        )
+        waits = any(p.gpu_wait_s > 0 for p in local)
+        health = gpu_health.check(pynvml, indices, waits, kmsg=gpu_health.KMSG)
+    if health.stops:
+        raise pytest.UsageError(
+            "pytest-llmperf: the runner's GPUs are not fit to measure on, so no server was "
+            "started (the runner health pre-flight):\n  - "
+            + "\n  - ".join(health.stops)
+            + "".join(f"\n  also: {w}" for w in health.warnings)
+        )
+    return health.warnings
 
 
 def carry_renamed_goldens(settings: Settings) -> list[str]:

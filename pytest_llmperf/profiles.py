@@ -32,6 +32,7 @@ from pytest_llmperf import topology
 from pytest_llmperf.core.lengths import Lengths
 from pytest_llmperf.core.metrics import SLO_KEYS
 from pytest_llmperf.core.schedule import ARRIVALS
+from pytest_llmperf.core.startup import KINDS as STARTUP_KINDS
 from pytest_llmperf.errors import ProfileError
 from pytest_llmperf.profile_fields import (
     APIS,
@@ -623,6 +624,34 @@ class Profile:
         "load",
         check=is_seconds_or_zero,
         allowed=SECONDS_OR_ZERO,
+    )
+    startup: str = setting(
+        "warm",
+        "what a launch of this profile is on its runner, for `llmperf.check_startup`: "
+        '"cold" (nothing cached: a fresh runner, weights read from disk, kernels compiled; '
+        'only a session\'s first launch counts) or "warm" (weights in the page cache, '
+        "compile caches filled); part of the startup golden's key",
+        "load",
+        check=lambda v: v in STARTUP_KINDS,
+        allowed='"cold" or "warm"',
+    )
+    startup_cv: float = setting(
+        0.1,
+        "how far one launch's startup moves from another's, as a fraction (the prior the "
+        "startup verdict pools with what the golden's launches measured; see "
+        "*Golden baselines and verdicts*)",
+        "verdict",
+        check=is_fraction,
+        allowed="a fraction between 0 and 1, e.g. 0.1",
+    )
+    profiler_steps: int = setting(
+        32,
+        "with `--perf-profile-on`: the server's profiler (SGLang's `/start_profile`) records "
+        "this many forward steps of one more run of a point, then stops by itself (an unbounded "
+        "trace of a busy server runs to tens of GB)",
+        "load",
+        check=is_pos_int,
+        allowed="a positive integer: forward steps",
     )
     # -- resolved where the engines are known (profiles_file.py), not fields --------------
     #: Whether the server speculates: ``speculative``, else detected from the engine's flags.

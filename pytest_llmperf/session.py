@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
     from pytest_llmperf.core.results import Results
     from pytest_llmperf.core.speculative import Analysis
+    from pytest_llmperf.core.startup import StartupPoint
     from pytest_llmperf.golden.fingerprint import Fingerprint
     from pytest_llmperf.golden.model import GoldenFile
     from pytest_llmperf.golden.store import PendingFile, PendingPoint
@@ -49,6 +50,10 @@ class LLMPerfSession:
     speedups: list[SpeedupPoint] = field(default_factory=list)
     #: Capacities under the SLO (llmperf.capacity); not stored in the history.
     capacities: list[CapacityPoint] = field(default_factory=list)
+    #: Each launch's seconds to ready, judged by ``llmperf.check_startup`` (core/startup.py).
+    startups: list[StartupPoint] = field(default_factory=list)
+    #: Each profile's launch-to-ready seconds this session (None: attached, not launched).
+    load_times: dict[str, float | None] = field(default_factory=dict)
     #: Greedy continuations (llmperf.greedy), by (profile, test function), for greedy parity.
     greedy: dict[tuple[str, str], list[GreedyOutput]] = field(default_factory=dict)
     #: Greedy parity of each speculative profile against its base (llmperf_parity).
@@ -77,6 +82,8 @@ class LLMPerfSession:
     workloads: dict[tuple[str, str], Workload] = field(default_factory=dict)
     #: What --perf-rename moved, one line per golden file.
     renamed: list[str] = field(default_factory=list)
+    #: The runner health pre-flight's warnings (engines/gpu_health.py), said in the header.
+    health: list[str] = field(default_factory=list)
     #: Tests that need a server profile, collected while there is no profiles file.
     unprofiled_tests: list[str] = field(default_factory=list)
     #: Points measured for a test before it ran (``llmperf.measured_by``), by (node id, C).
@@ -101,6 +108,9 @@ class LLMPerfSession:
     def record_capacity(self, point: CapacityPoint) -> None:
         self.capacities.append(point)
 
+    def record_startup(self, point: StartupPoint) -> None:
+        self.startups.append(point)
+
     def record_speedup(self, point: SpeedupPoint) -> None:
         self.speedups.append(point)
         self.store(point)
@@ -115,6 +125,7 @@ class LLMPerfSession:
     ) -> None:
         self.servers[name] = handle
         self.fingerprints[name] = fingerprint
+        self.load_times[name] = load_s
         if self.history is not None:
             self.history.profile(name, fingerprint, handle.profile.engine, load_s)
 
@@ -216,7 +227,10 @@ class LLMPerfSession:
 
     def unused_goldens(self) -> list[str]:
         """Recorded points of the selected profiles that no test measured in this run."""
-        measured = {(p.profile, p.key) for p in [*self.points, *self.speedups, *self.capacities]}
+        measured = {
+            (p.profile, p.key)
+            for p in [*self.points, *self.speedups, *self.capacities, *self.startups]
+        }
         unused = []
         for profile in self.servers:
             path = self.golden_file(profile)
@@ -260,6 +274,7 @@ class LLMPerfSession:
             points=list(self.points),
             speedups=list(self.speedups),
             capacities=list(self.capacities),
+            startups=list(self.startups),
             parities=list(self.parities),
             accuracies=list(self.accuracies),
             analyses=self.analyses(),
@@ -301,7 +316,7 @@ class LLMPerfSession:
                 self._fill_history(recorded)
             except Exception as exc:  # the results files matter more than the series' summary
                 self.end_notes.append(f"the points' history could not be summarised: {exc!r}")
-        if self.points or self.capacities or self.parities or self.accuracies:
+        if self.points or self.capacities or self.parities or self.accuracies or self.startups:
             from pytest_llmperf.render import write
 
             settings = self.settings

@@ -16,6 +16,8 @@ from typing import NamedTuple
 import pytest
 
 TRANSPORTS = ("aiohttp", "httpx")
+#: --perf-profile-on: which points get one more run with the server's profiler on.
+PROFILE_ON = ("off", "fail", "warn", "always")
 
 
 class Option(NamedTuple):
@@ -95,6 +97,15 @@ OPTIONS = tuple(
             "plans from stored times; see `python -m pytest_llmperf history STORE`.",
             "STORE",
             None,
+        ),
+        (
+            "--perf-profile-on",
+            "llmperf_profile_on",
+            "Profile one more run of each point that FAILs (fail), FAILs or WARNs (warn), or of "
+            "every point (always) with the server's own profiler, bounded by the profile's "
+            "profiler_steps; the trace and its kernel-time summary go with the point.",
+            "off|fail|warn|always",
+            "off",
         ),
         (
             "--perf-drift-margin",
@@ -285,6 +296,8 @@ class Settings:
     history: str | None = None
     #: --perf-measure: measure and write results, judge nothing, need no golden.
     measure_only: bool = False
+    #: --perf-profile-on: which points get a profiled run (off, fail, warn, always).
+    profile_on: str = "off"
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
@@ -356,6 +369,9 @@ class Settings:
             renames=_parse_renames(config.getoption("llmperf_rename") or []),
             history=_history_store(*value("llmperf_history")),
             measure_only=bool(measure_only),
+            profile_on=_parse_choice(
+                "--perf-profile-on", value("llmperf_profile_on")[0], PROFILE_ON
+            ),
         )
 
 

@@ -79,14 +79,13 @@ def load_url(url: str, width: int = 1400, height: int = 1000, timeout_s: float =
 def screenshot(
     page: Path, png: Path, width: int = 1400, height: int = 1000, timeout_s: float = 120
 ) -> Path:
+    return screenshot_url(page.resolve().as_uri(), png, width, height, timeout_s)
+
+
+def screenshot_url(
+    url: str, png: Path, width: int = 1400, height: int = 1000, timeout_s: float = 120
+) -> Path:
     png.parent.mkdir(parents=True, exist_ok=True)
-    _run(
-        [
-            f"--window-size={width},{height}",
-            f"--screenshot={png.resolve()}",
-            page.resolve().as_uri(),
-        ],
-        timeout_s,
-    )
-    assert png.is_file() and png.stat().st_size > 0, f"chromium wrote no screenshot of {page}"
+    _run([f"--window-size={width},{height}", f"--screenshot={png.resolve()}", url], timeout_s)
+    assert png.is_file() and png.stat().st_size > 0, f"chromium wrote no screenshot of {url}"
     return png

@@ -12,6 +12,8 @@ def format_value(value: float, unit: str, bare: bool = False) -> str:
         return f"{value:.3f}×"
     if unit == "s":  # latencies read best in milliseconds
         return f"{value * 1e3:,.1f}" + ("" if bare else " ms")
+    if unit == "sec":  # a server's startup: seconds to minutes, not milliseconds
+        return f"{value:,.1f}" + ("" if bare else " s")
     if unit == "accuracy":  # a share of the items
         return f"{value:.3f}"
     if unit == "tok/step":  # an accept length: 2.83 tokens a verify step

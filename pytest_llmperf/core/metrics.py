@@ -659,7 +659,7 @@ METRICS = (
 
 
 def lower_is_better(metric: str) -> bool:
-    return metric in LATENCY_METRICS or metric == "energy_j_per_token"
+    return metric in LATENCY_METRICS or metric in ("energy_j_per_token", "startup_s")
 
 
 def too_few_samples(run: RunMetrics, metric: str) -> int | None:

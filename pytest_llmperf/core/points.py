@@ -49,6 +49,8 @@ def unit_of(metric: str) -> str:
         return "accuracy"
     if metric == "energy_j_per_token":
         return "J/tok"
+    if metric == "startup_s":  # launch to ready: seconds, shown as such
+        return "sec"
     if metric == "tok_s_per_watt":
         return "tok/s/W"
     if metric.endswith("_req_s"):
@@ -181,6 +183,9 @@ class MeasuredPoint(Point):
     server_series: dict[str, Any] | None = None
     #: NVML's readings of the server's GPUs through the point's runs, per GPU (None: no NVML).
     gpu_series: dict[str, Any] | None = None
+    #: One more run with the server's profiler on (--perf-profile-on; servers/profiler.py):
+    #: ``trace``, ``steps``, ``summary`` (core/kernels.py), ``golden_summary`` and ``problem``.
+    server_profile: dict[str, Any] | None = None
     #: The monotonic clock's reading at the series' t = 0 (more runs add to the same series).
     series_origin: float | None = field(default=None, repr=False)
 
@@ -232,10 +237,15 @@ class MeasuredPoint(Point):
         ]
 
     def extra_golden_fields(self) -> dict[str, Any]:
-        """A rate level the server could not keep up with keeps why (for the next reader)."""
-        if self.rate is None or self.sustainable:
-            return {}
-        return {"saturation": self.saturation}
+        """A rate level the server could not keep up with keeps why (for the next reader); a
+        point recorded with a profiled run keeps its kernel-time summary."""
+        extra: dict[str, Any] = {}
+        if self.rate is not None and not self.sustainable:
+            extra["saturation"] = self.saturation
+        summary = (self.server_profile or {}).get("summary")
+        if summary:
+            extra["kernel_summary"] = summary
+        return extra
 
     def run_average(self, figure: Callable[[RunMetrics], float | None]) -> float:
         """The finite mean over the runs of one per-run figure, e.g. ``lambda r: r.ttft_s["p50"]``."""
@@ -267,6 +277,7 @@ class MeasuredPoint(Point):
                 "server_counters": self.counters,
                 "server_series": self.server_series,
                 "gpu_series": self.gpu_series,
+                "server_profile": self.server_profile,
                 "history": self.history,
             }
         )

@@ -17,6 +17,7 @@ from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.parity import PairParity
 from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
 from pytest_llmperf.core.speculative import Analysis
+from pytest_llmperf.core.startup import StartupPoint
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class Results:
     speedups: list[SpeedupPoint] = field(default_factory=list)
     #: Capacities under the SLO (core/capacity.py).
     capacities: list[CapacityPoint] = field(default_factory=list)
+    #: Each launch's startup, against its golden (core/startup.py).
+    startups: list[StartupPoint] = field(default_factory=list)
     #: Greedy parity of each speculative profile with its base (core/parity.py).
     parities: list[PairParity] = field(default_factory=list)
     #: Accuracy on a task set, per profile (core/accuracy.py).
@@ -56,7 +59,14 @@ class Results:
     @property
     def all_points(self) -> list[Point]:
         shares = [p.share for p in self.parities if p.share is not None]
-        return [*self.points, *self.speedups, *self.capacities, *self.accuracies, *shares]
+        return [
+            *self.points,
+            *self.speedups,
+            *self.capacities,
+            *self.startups,
+            *self.accuracies,
+            *shares,
+        ]
 
     def counts(self) -> dict[Outcome, int]:
         """How many points (and parity checks) ended in each outcome, most urgent first."""

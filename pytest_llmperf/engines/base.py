@@ -86,6 +86,8 @@ class Engine:
     #: Whether it runs on this host's GPUs: NVML is sampled through its points' runs (energy
     #: per token, held-back clocks) where nvidia-ml-py and a driver are present.
     uses_local_gpus: ClassVar[bool] = False
+    #: The server's own profiler, by name (None: it has none; ``--perf-profile-on`` says so).
+    profiler: ClassVar[str | None] = None
 
     # -- the profile ------------------------------------------------------------------------
 
@@ -116,6 +118,11 @@ class Engine:
         """The profile as this engine's installed version takes it (no change by default)."""
         return Prepared(profile)
 
+    def on_local_gpus(self, profile: Profile) -> bool:
+        """Whether a launch of ``profile`` runs on this host's GPUs (the runner health
+        pre-flight reads them before any server starts)."""
+        return self.uses_local_gpus and profile.url is None and profile.launcher != "srun"
+
     def preflight(self, profile: Profile, env: Mapping[str, str]) -> list[str]:
         """Checks before the launch (e.g. the GPUs are free); notes, or a ServerStartError."""
         return []
@@ -123,6 +130,11 @@ class Engine:
     def command(self, profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
         """The exact command line that starts the server on ``host:port``."""
         raise NotImplementedError(f"engine {self.name!r} launches no server")
+
+    def profiler_request(self, profile: Profile, output_dir: Path, steps: int) -> dict[str, Any]:
+        """The body that starts its profiler for ``steps`` forward steps, its trace written
+        into ``output_dir`` (servers/profiler.py); only called where ``profiler`` is set."""
+        raise NotImplementedError(f"engine {self.name!r} has no profiler")
 
     def environment(self, profile: Profile) -> dict[str, str]:
         """What the server's environment adds to pytest's."""

@@ -57,7 +57,7 @@ def visible_indices(count: int, env: Mapping[str, str]) -> list[int]:
     return [int(i) for i in visible.split(",") if i.strip().isdigit() and int(i) < count]
 
 
-def _processes(pynvml: Any, indices: Iterable[int]) -> list[GpuProcess]:
+def processes(pynvml: Any, indices: Iterable[int]) -> list[GpuProcess]:
     import psutil
 
     found = []
@@ -72,7 +72,7 @@ def _processes(pynvml: Any, indices: Iterable[int]) -> list[GpuProcess]:
     return found
 
 
-def _describe(procs: list[GpuProcess]) -> str:
+def describe(procs: list[GpuProcess]) -> str:
     def mib(b: int | None) -> str:
         return "?" if b is None else f"{b / 2**20:,.0f} MiB"
 
@@ -91,7 +91,7 @@ def preflight(
         indices = visible_indices(pynvml.nvmlDeviceGetCount(), {**os.environ, **env})
         deadline = time.monotonic() + wait_s
         while True:
-            busy = _processes(pynvml, indices)
+            busy = processes(pynvml, indices)
             if not busy:
                 return []
             if time.monotonic() >= deadline:
@@ -100,7 +100,7 @@ def preflight(
     waited = f" after waiting {wait_s:g} s (gpu_wait_s)" if wait_s else ""
     raise ServerStartError(
         f"{name}: GPU(s) {', '.join(map(str, indices))} are in use{waited}; the server would share them or fail "
-        f"to allocate memory:\n{_describe(busy)}\n  Stop these processes (a leftover server? kill the PIDs), "
+        f"to allocate memory:\n{describe(busy)}\n  Stop these processes (a leftover server? kill the PIDs), "
         "choose other GPUs with CUDA_VISIBLE_DEVICES in the profile's env, or set gpu_wait_s to wait for them."
     )
 
@@ -120,7 +120,7 @@ def wait_released(
         indices = visible_indices(pynvml.nvmlDeviceGetCount(), {**os.environ, **env})
         deadline = time.monotonic() + timeout_s
         while True:
-            held = _processes(pynvml, indices)
+            held = processes(pynvml, indices)
             ours = [p for p in held if p.pid in pids]
             if not ours or time.monotonic() >= deadline:
                 break
@@ -129,11 +129,11 @@ def wait_released(
     if ours:
         notes.append(
             f"{name}: {len(ours)} server process(es) still hold GPU memory {timeout_s:g} s after teardown:\n"
-            + _describe(ours)
+            + describe(ours)
         )
     others = [p for p in held if p.pid not in pids]
     if others:
         notes.append(
-            f"{name}: other processes hold memory on its GPUs after teardown:\n{_describe(others)}"
+            f"{name}: other processes hold memory on its GPUs after teardown:\n{describe(others)}"
         )
     return notes

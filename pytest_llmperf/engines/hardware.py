@@ -4,7 +4,7 @@ The key is made from what changes a figure, so a golden recorded on other hardwa
 INCOMPARABLE (with the diff) instead of a false FAIL:
 
 - on GPUs (NVML): the model and count of the GPUs the server uses, the driver, the CUDA version
-  the driver supports, the power limit and the maximum SM clock;
+  the driver supports, the power limit and the maximum SM clock (the lowest of its GPUs');
 - on a CPU: the architecture, the vendor's family and model numbers (the microarchitecture:
   "AMD EPYC" names every generation alike), the vector extensions that decide a CPU engine's
   speed (AVX2, AVX-512, AVX-512 BF16, AMX; SVE on Arm), the cores this process may use and the
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import platform
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 #: cpuinfo flags that change what a CPU engine's kernels can use, in the order the key names them.
@@ -48,12 +48,19 @@ def gpu_facts(env: Mapping[str, str]) -> dict[str, Any] | None:
         indices = visible_indices(pynvml.nvmlDeviceGetCount(), env)
         if not indices:
             return None
-        handle = pynvml.nvmlDeviceGetHandleByIndex(indices[0])
-        name = _text(pynvml.nvmlDeviceGetName(handle))
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
+        name = _text(pynvml.nvmlDeviceGetName(handles[0]))
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
         cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-        power_w = _optional(lambda: pynvml.nvmlDeviceGetPowerManagementLimit(handle) // 1000)
-        sm_mhz = _optional(lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
+        # The lowest over the GPUs: one capped GPU holds a tensor-parallel server back.
+        power_w = _lowest(
+            _optional(lambda h=h: pynvml.nvmlDeviceGetPowerManagementLimit(h) // 1000)
+            for h in handles
+        )
+        sm_mhz = _lowest(
+            _optional(lambda h=h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM))
+            for h in handles
+        )
     cuda_version = f"{cuda // 1000}.{cuda % 1000 // 10}"
     parts = [f"{len(indices)}x{slug(name)}", f"drv{driver}", f"cuda{cuda_version}"]
     parts += [f"{power_w}w"] if power_w else []
@@ -113,6 +120,11 @@ def nvidia_versions() -> dict[str, Any]:
 
 def cpu_model() -> str:
     return _cpuinfo().get("model name") or platform.processor() or platform.machine() or "unknown"
+
+
+def _lowest(values: Iterable[Any]) -> Any:
+    known = [v for v in values if v]
+    return min(known) if known else None
 
 
 def slug(text: str) -> str:

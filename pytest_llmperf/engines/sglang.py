@@ -30,6 +30,7 @@ class SGLangEngine(Engine):
     routable: ClassVar[bool] = True
     multi_node: ClassVar[bool] = True
     uses_local_gpus: ClassVar[bool] = True
+    profiler: ClassVar[str | None] = "SGLang's /start_profile (torch.profiler)"
     #: The module the interpreter runs (the simulated engine has its own).
     module: ClassVar[str] = "sglang.launch_server"
 
@@ -41,12 +42,30 @@ class SGLangEngine(Engine):
         adapted = sglang_flags.adapt(profile.args, version, where=where)
         return Prepared(replace(profile, args=tuple(adapted.args)), adapted.notes, version)
 
+    def on_local_gpus(self, profile: Profile) -> bool:
+        from pytest_llmperf.engines import sglang_flags
+
+        return super().on_local_gpus(profile) and not sglang_flags.on_cpu(profile.args)
+
     def preflight(self, profile: Profile, env: Mapping[str, str]) -> list[str]:
         from pytest_llmperf.engines import gpu, sglang_flags
 
         if sglang_flags.on_cpu(profile.args):
             return []
         return gpu.preflight(profile.name, env, profile.gpu_wait_s)
+
+    def profiler_request(self, profile: Profile, output_dir: Path, steps: int) -> dict[str, Any]:
+        # Fields every release since 0.5.6 takes; no stacks or shapes: a small trace, and
+        # the summary needs neither.
+        from pytest_llmperf.engines import sglang_flags
+
+        return {
+            "output_dir": str(output_dir),
+            "num_steps": steps,
+            "activities": ["CPU"] if sglang_flags.on_cpu(profile.args) else ["CPU", "GPU"],
+            "with_stack": False,
+            "record_shapes": False,
+        }
 
     def command(self, profile: Profile, host: str, port: int, run_dir: Path) -> list[str]:
         return [

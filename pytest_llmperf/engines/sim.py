@@ -26,6 +26,12 @@ class SimEngine(SGLangEngine):
     name: ClassVar[str] = "sim"
     module: ClassVar[str] = "pytest_llmperf.sim"
     latency_is_the_hosts: ClassVar[bool] = True
+    #: The simulation has no kernels to profile (it answers /start_profile 404, as a server
+    #: without the endpoint would).
+    profiler: ClassVar[str | None] = None
+
+    def on_local_gpus(self, profile: Profile) -> bool:
+        return False  # it stands in for a GPU server, but a sick GPU cannot slow it
 
     def prepare(self, profile: Profile) -> Prepared:
         return Prepared(profile)  # the simulation takes every release's flags as written

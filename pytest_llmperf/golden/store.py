@@ -214,7 +214,7 @@ def _recorded(point: PendingPoint, old: GoldenPoint | None, now: str) -> GoldenP
             **{
                 k: v
                 for k, v in (old.extra if old else {}).items()
-                if k not in ("sustainable", "saturation")
+                if k not in ("sustainable", "saturation", "kernel_summary")
             },
             **({} if point.sustainable else {"sustainable": False}),
             **point.extra,

@@ -168,10 +168,50 @@
     s.marks.forEach(function (m) { if (m[0] === s.x[best]) lines.push("changed: " + m[1]); });
     s.rec.forEach(function (m) { if (m[0] === s.x[best]) lines.push("first night after a golden recording (" + m[1] + ")"); });
     s.cps.forEach(function (c) { if (c[0] === s.x[best]) lines.push("change point: " + pct(c[1]) + " (" + pct(c[2][0]) + " to " + pct(c[2][1]) + ")"); });
+    var d = s.d[String(best)];
+    if (d) {
+      if (d.cause) lines.push("server: " + d.cause);
+      (d.gpu || []).forEach(function (g) { lines.push(g); });
+      if (d.energy) lines.push("energy: " + d.energy);
+      if (d.prof) lines.push(d.prof);
+    }
     tip.textContent = lines.filter(Boolean).join("\n");
+    if (d && d.srv) tip.appendChild(spark(d.srv));
     tip.style.display = "block";
     tip.style.left = Math.min(event.clientX + 14, window.innerWidth - 430) + "px";
     tip.style.top = (event.clientY + 14) + "px";
+  }
+
+  // The server's gauges through a night's runs: running (blue) and queued (orange) requests
+  // on one scale, KV-cache use (grey) as a share of the height.
+  function spark(srv) {
+    var box = el("div", {class: "spark"}), top = 1;
+    ["running", "queued"].forEach(function (k) { (srv[k] || []).forEach(function (v) { if (v > top) top = v; }); });
+    var legend = el("div", {}, "server through the runs: ");
+    [["running", "#4493f8"], ["queued", "#fb8f44"], ["KV cache use (0-100 %)", "#8c959f"]].forEach(function (k, i) {
+      legend.appendChild(el("span", {style: "color:" + k[1]}, (i ? ", " : "") + k[0]));
+    });
+    legend.appendChild(document.createTextNode(" (requests up to " + top + ")"));
+    box.appendChild(legend);
+    var c = el("canvas", {width: 400, height: 64});
+    box.appendChild(c);
+    var ctx = c.getContext("2d"), n = srv.t.length;
+    function line(values, scale, colour) {
+      if (!values) return;
+      ctx.strokeStyle = colour; ctx.lineWidth = 1.5; ctx.beginPath();
+      var started = false;
+      values.forEach(function (v, i) {
+        if (v === null) { started = false; return; }
+        var x = n > 1 ? i / (n - 1) * 396 + 2 : 200, y = 62 - v / scale * 58;
+        if (started) ctx.lineTo(x, y); else ctx.moveTo(x, y);
+        started = true;
+      });
+      ctx.stroke();
+    }
+    line(srv.kv, 1, "#8c959f");
+    line(srv.running, top, "#4493f8");
+    line(srv.queued, top, "#fb8f44");
+    return box;
   }
 
   function charts() {

@@ -4,7 +4,9 @@ It opens from a CI artifact with no network: no CDN, the script and styles inlin
 JSON island. One trend chart per point (its night means, each run's range, the golden's band
 with its fail margin, verdict colours, change points with their size, markers where the
 fingerprint or engine version changed and where a golden was re-recorded, a tooltip with run,
-date, commit and version), and a table of the open change points, newest first.
+date, commit and version, and for the latest night and each FAIL or WARN its detail: the
+server's gauges through the runs as a sparkline, the GPUs', the energy, the profiled run;
+history/details.py), and a table of the open change points, newest first.
 
 The charts are drawn on canvases by a small script (dashboard.js, inline): 365 nights × 100
 points draw in well under the 2 s budget (benchmarks/dashboard_render.py measures it in
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.core.points import unit_of
+from pytest_llmperf.history.details import detail, wanted
 from pytest_llmperf.history.series import Series, build, fingerprint_changes, open_change_points
 from pytest_llmperf.history.store import HistoryStore
 
@@ -31,6 +34,7 @@ def _series_data(
     run_index: dict[str, int],
     events: dict[str, list],
     margins: tuple[float | None, float | None],
+    stored: dict[int, dict[str, Any]],
 ) -> dict:
     xs, ys, lo, hi, verdicts, gold = [], [], [], [], [], []
     for night in series.nights:
@@ -65,6 +69,11 @@ def _series_data(
             later = [x for x in xs if x >= run_index[run_id]]
             if later:
                 recorded.append([later[0], why])
+    shown = {}
+    for k, night in enumerate(series.nights):
+        found = detail(stored[night.point_id]) if night.point_id in stored else None
+        if found is not None:
+            shown[str(k)] = found
     return {
         "profile": series.profile,
         "key": series.key,
@@ -82,6 +91,7 @@ def _series_data(
         "cps": cps,
         "marks": marks,
         "rec": recorded,
+        "d": shown,
     }
 
 
@@ -99,6 +109,7 @@ def data(store: HistoryStore) -> dict[str, Any]:
                 golden.get("warn_margin"),
             )
     all_series = build(rows)
+    stored = store.point_details(i for s in all_series for i in wanted(s.nights))
     run_index = {r["run_id"]: i for i, r in enumerate(runs)}
     events: dict[str, list] = {}
     for e in store.events():
@@ -121,7 +132,9 @@ def data(store: HistoryStore) -> dict[str, Any]:
             for r in runs
         ],
         "series": [
-            _series_data(s, run_index, events, margins.get((s.profile, s.key), (None, None)))
+            _series_data(
+                s, run_index, events, margins.get((s.profile, s.key), (None, None)), stored
+            )
             for s in all_series
         ],
         "open": open_change_points(all_series),

@@ -187,7 +187,10 @@ class HistoryRecorder:
         """The point as it stands (its runs so far, its verdict once judged)."""
         counters = point.counters if isinstance(point, MeasuredPoint) else None
         wall_s = point.wall_s if isinstance(point, MeasuredPoint) else None
-        series = point.server_series if isinstance(point, MeasuredPoint) else None
+        measured = point if isinstance(point, MeasuredPoint) else None
+        series = measured.server_series if measured else None
+        gpus = measured.gpu_series if measured else None
+        profiled = measured.server_profile if measured else None
         self.write(
             {
                 "kind": "point",
@@ -207,6 +210,8 @@ class HistoryRecorder:
                 "problems": point.problems,
                 "counters": finite_or_none(counters) if counters else None,
                 "server_series": finite_or_none(series) if series else None,
+                "gpu_series": finite_or_none(gpus) if gpus else None,
+                "server_profile": finite_or_none(profiled) if profiled else None,
                 "wall_s": wall_s,
                 "samples": run_figures(point),
             }

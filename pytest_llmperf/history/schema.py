@@ -32,7 +32,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -94,6 +94,8 @@ points = Table(
     Column("problems", JSON),
     Column("counters", JSON),  # the server's own /metrics, run-scoped deltas
     Column("server_series", JSON),  # its gauges through the runs (servers/series.py); v2
+    Column("gpu_series", JSON),  # NVML through the runs (engines/gpu_series.py); v3
+    Column("server_profile", JSON),  # a profiled run: trace path, summary (fixtures/profiling); v3
     Column("wall_s", Float),  # the point's server time, all its runs
     UniqueConstraint("run_id", "profile", "key", name="uq_llmperf_point"),
 )
@@ -139,4 +141,14 @@ def _add_server_series(conn: Connection) -> None:
     conn.exec_driver_sql(f"ALTER TABLE llmperf_points ADD COLUMN server_series {kind}")
 
 
-UPGRADES: dict[int, Callable[[Connection], None]] = {1: _add_server_series}
+def _add_gpu_series_and_profile(conn: Connection) -> None:
+    """Version 3: each point keeps NVML's readings through its runs and its profiled run."""
+    kind = "JSON" if conn.dialect.name == "postgresql" else "TEXT"
+    for column in ("gpu_series", "server_profile"):
+        conn.exec_driver_sql(f"ALTER TABLE llmperf_points ADD COLUMN {column} {kind}")
+
+
+UPGRADES: dict[int, Callable[[Connection], None]] = {
+    1: _add_server_series,
+    2: _add_gpu_series_and_profile,
+}

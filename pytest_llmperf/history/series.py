@@ -43,6 +43,8 @@ class Night:
     verdict: str | None = None
     golden_mean: float | None = None
     ci_url: str | None = None
+    #: The stored point's row (the store's id): its detail (series, profile) is read by it.
+    point_id: int | None = field(default=None, compare=False)
 
     @property
     def mean(self) -> float:
@@ -71,6 +73,7 @@ class Night:
             verdict=row.get("verdict"),
             golden_mean=golden.get("mean") if isinstance(golden, dict) else None,
             ci_url=row.get("ci_url"),
+            point_id=row.get("id"),
         )
 
 

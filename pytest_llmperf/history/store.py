@@ -317,6 +317,30 @@ class HistoryStore:
             row["values"] = by_point.get(row["id"], [])
         return rows
 
+    def point_details(self, point_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """What a point's detail shows, by its id: its server and GPU series, its profiled run
+        and its runs' energy figures (``energy_j_per_token``, ``tok_s_per_watt``)."""
+        from sqlalchemy import select
+
+        from pytest_llmperf.history import schema as s
+
+        ids = sorted(set(point_ids))
+        if not ids:
+            return {}
+        p, sm = s.points, s.samples
+        query = select(p.c.id, p.c.server_series, p.c.gpu_series, p.c.server_profile).where(
+            p.c.id.in_(ids)
+        )
+        energy = select(sm.c.point_id, sm.c.figure, sm.c.value).where(
+            sm.c.point_id.in_(ids), sm.c.figure.in_(("energy_j_per_token", "tok_s_per_watt"))
+        )
+        with self._guard("read its points' details"), self.engine.connect() as conn:
+            out = {row["id"]: dict(row) for row in conn.execute(query).mappings()}
+            for point_id, figure, value in conn.execute(energy).all():
+                if value is not None:
+                    out[point_id].setdefault(figure, []).append(value)
+        return out
+
     def wall_times(
         self, profile: str, modes: tuple[str, ...], latest: int
     ) -> tuple[list[str], list[tuple[str, int, str, float]], list[float]]:

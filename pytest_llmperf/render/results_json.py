@@ -39,6 +39,9 @@ TOP_FIELDS = {
     "met the SLO "
     "with significance), `high` (the lowest that did not), the `slo` and `slo_percentile`, every "
     "probe (`rate`, `held`, `runs`, `why`), and the check's `verdict`, `golden` and `message`",
+    "startup": "per launch whose startup was checked (llmperf.check_startup): `profile`, "
+    "`kind` (cold or warm, the profile's `startup`), `seconds` from launch to ready, and the "
+    "check's `verdict`, `golden`, `ratio`, `p_value` and `message`",
     "accuracy": "per profile whose accuracy was asked (llmperf.accuracy): `source` (the task "
     "file), `items`, `correct`, `accuracy` with its `wilson_95` interval, `by_category` (items, "
     "correct, accuracy), up to 20 `wrong` items (question, answer, response), and the check's "
@@ -93,6 +96,11 @@ POINT_FIELDS = {
     "gpu_series": "NVML's readings of the server's GPUs through the point's runs, per GPU index: "
     "`t` (seconds from the point's first sample), `power_w`, `sm_clock_mhz`, `temperature_c`, "
     "`reasons` (NVML's clock event reason bits); null without NVML",
+    "server_profile": "with --perf-profile-on: one more run of the point with the server's "
+    "profiler on (not among its runs): `trace` (the trace file's path), `steps` (the forward "
+    "steps it recorded), `summary` (`source`, `total_us`, `ops`: the top operations by time), "
+    "`golden_summary` (the golden's, when it was recorded with one) and `problem` (why there "
+    "is no trace); null when not profiled",
     "history": "with --perf-history: `runs` (the stored nights of its series, this one "
     "included), `spread` (their night-to-night sd, log scale) and `change_points`, each with "
     "`first_bad_run`, `last_good_run`, their dates and commits, `change` (relative, e.g. −0.08), "
@@ -162,6 +170,7 @@ def render(results: Results, *, created: str) -> dict[str, Any]:
         "points": [p.to_json() for p in results.points],
         "speculative": [_speculative(results, a) for a in results.analyses],
         "capacity": [finite_or_none(p.to_json()) for p in results.capacities],
+        "startup": [finite_or_none(p.to_json()) for p in results.startups],
         "accuracy": [finite_or_none(p.to_json()) for p in results.accuracies],
         "parity": [finite_or_none(p.to_json()) for p in results.parities],
     }

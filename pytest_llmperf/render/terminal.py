@@ -236,6 +236,31 @@ def accuracy_lines(results: Results) -> list[str]:
     return lines
 
 
+def profile_lines(results: Results) -> list[str]:
+    """The points profiled once more (--perf-profile-on): each trace and its shares of time
+    beside the golden's; a profile whose engine has no profiler, once."""
+    from pytest_llmperf.core.kernels import KernelSummary, side_by_side
+
+    lines: list[str] = []
+    said: set[tuple[str, str]] = set()
+    for p in results.points:
+        found = p.server_profile
+        if not found:
+            continue
+        if found.get("problem") or not found.get("summary"):
+            why = (p.profile, str(found.get("problem")))
+            if why not in said:
+                said.add(why)
+                lines.append(f"{p.label}: no profile: {why[1]}")
+            continue
+        golden = found.get("golden_summary")
+        lines.append(f"{p.label} {p.verdict.value}: {found['trace']} ({found['steps']} steps)")
+        now = KernelSummary.from_json(found["summary"])
+        lines.append(f"  {now.source}, {now.total_us / 1e3:,.1f} ms in all:")
+        lines += side_by_side(now, KernelSummary.from_json(golden) if golden else None)
+    return ["llmperf: server profiles (--perf-profile-on)", *lines] if lines else []
+
+
 def verdict_lines(results: Results, *, verbose: bool = False) -> list[Line]:
     """Counts per verdict, the rows that matter, what was written, and what to do next;
     golden points no test used are counted, and listed when ``verbose``."""

@@ -323,17 +323,25 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester, attached):
     args = ["-k", "output_throughput", "--llm-server-url", url, "--perf-json", "out.json"]
     phases = {}
     started = time.monotonic()
+    # Recorded with a profiled run (always): the golden keeps its kernel-time summary.
     pytester.runpytest_subprocess(
-        *args, "--perf-update", "--perf-update-runs", "5"
+        *args, "--perf-update", "--perf-update-runs", "5", "--perf-profile-on=always"
     ).assert_outcomes(passed=1)
     phases["record"] = time.monotonic() - started
+    (golden_file,) = (pytester.path / "baselines" / "cpu").glob("*.json")
+    (recorded,) = json.loads(golden_file.read_text())["points"].values()
+    golden_ops = [op["name"] for op in recorded["kernel_summary"]["ops"]]
+    assert recorded["kernel_summary"]["source"] == "CPU operators (self time)", recorded
+    assert any(name.startswith("aten::") for name in golden_ops), golden_ops
 
     tokens_before, seconds_before = server_counters(url)
-    same = pytester.runpytest_subprocess(*args)
+    same = pytester.runpytest_subprocess(*args, "--perf-profile-on=fail")
     tokens_after, seconds_after = server_counters(url)
     same.assert_outcomes(passed=1)
+    assert not list(pytester.path.glob(".llmperf/runs/*/profiles/*/*")), "a PASS was profiled"
     phases["same"] = time.monotonic() - started - sum(phases.values())
     (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+    assert point["server_profile"] is None
     plugin = sum(point["values"]) / len(point["values"])
     reference = (tokens_after - tokens_before) / (seconds_after - seconds_before)
     print(f"C=1: plugin {plugin:.1f} tok/s, the server's own accounting {reference:.1f} tok/s")
@@ -344,16 +352,29 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester, attached):
     assert 0 < max(series["kv_cache_usage"]) < 1 and max(series["gen_throughput"]) > 0, series
 
     with Throttle(attached.scheduler_pid, 0.6, period_s=0.2):
-        slower = pytester.runpytest_subprocess(*args)
+        slower = pytester.runpytest_subprocess(*args, "--perf-profile-on=fail")
     phases["throttled"] = time.monotonic() - started - sum(phases.values())
     print("seconds:", {k: round(v, 1) for k, v in phases.items()}, f"runs {len(point['runs'])}")
     slower.assert_outcomes(failed=1)
     slower.stdout.fnmatch_lines(
         [
             "cpu C=1: * tok/s vs golden * (\u2212*%, slower, p=*) \u2014 FAIL: "
-            "significantly slower by more than the 35 %*"
+            "significantly slower by more than the 35 %*",
+            "*profiled once more (32 steps, SGLang's /start_profile (torch.profiler)): "
+            "*.trace.json.gz; CPU operators (self time) moved most: aten::*(golden *)*",
+            "llmperf: server profiles (--perf-profile-on)",
+            "cpu C=1 FAIL: *.trace.json.gz (32 steps)",
+            "*operation*now*golden*moved",
         ]
     )
+    # The failing point's trace, beside the run's logs, and its summary beside the golden's.
+    (failed,) = json.loads((pytester.path / "out.json").read_text())["points"]
+    profiled = failed["server_profile"]
+    trace = Path(profiled["trace"])
+    assert trace.is_file() and trace.parents[1].name == "profiles", profiled
+    assert trace.is_relative_to((pytester.path / ".llmperf" / "runs").resolve()), trace
+    assert profiled["summary"]["ops"] and profiled["golden_summary"] == recorded["kernel_summary"]
+    assert profiled["problem"] is None and str(trace) in failed["message"]
 
 
 def test_a_bad_model_path_fails_fast_with_sglang_s_own_error(pytester):

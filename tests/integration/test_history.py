@@ -302,10 +302,12 @@ def test_a_version_1_postgresql_store_gains_the_server_series(postgres_url):
     store = HistoryStore.open(postgres_url)
     with store.engine.begin() as conn:  # as version 1 made it
         conn.execute(text("ALTER TABLE llmperf_points DROP COLUMN server_series"))
+        conn.execute(text("ALTER TABLE llmperf_points DROP COLUMN gpu_series"))
+        conn.execute(text("ALTER TABLE llmperf_points DROP COLUMN server_profile"))
         conn.execute(text("UPDATE llmperf_meta SET value = '1' WHERE key = 'schema_version'"))
     store.engine.dispose()
     upgraded = HistoryStore.open(postgres_url)
-    assert upgraded.schema_version() == 2
+    assert upgraded.schema_version() == 3
     series = {"interval_s": 0.5, "t": [0.0, 0.5], "kv_cache_usage": [1.0, 0.99]}
     upgraded.apply_all(
         [

@@ -18,6 +18,12 @@ def body_data(dom: str) -> dict[str, str]:
     return dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body.group(1)))
 
 
+def tip_of(dom: str) -> str:
+    """The tooltip's element as the page left it (its text, its sparkline)."""
+    start = dom.index('<div id="tip"')
+    return dom[start : dom.index("<script", start)]
+
+
 def dashboard_of(tmp_path, spec: Nights):
     """The store of ``spec``, its dashboard written by the CLI as a user would, and the page."""
     chromium.binary()
@@ -70,3 +76,75 @@ def test_the_tooltip_names_the_run_its_date_commit_version_and_the_change(tmp_pa
     assert run_id(6) in text and "commit " in text and "sim-baseline 0.5.9" in text
     assert "changed: engine version 0.5.6 → 0.5.9" in text
     assert "change point: −" in text
+
+
+def test_a_failing_night_s_detail_shows_its_server_gpus_energy_and_profile(tmp_path):
+    from tests.history_data import build_store, records
+
+    spec = Nights(nights=8, points=1, step_at=7, step=-0.30, seed=5)
+    n = 20
+    diagnosed = {
+        "verdict": "FAIL",
+        "server_series": {
+            "interval_s": 0.5,
+            "t": [0.5 * i for i in range(n)],
+            "running_requests": [2.0] * n,
+            "queued_requests": [0.0, 6.0] + [14.0] * (n - 2),
+            "kv_cache_usage": [0.4] + [1.0] * (n - 1),
+        },
+        "gpu_series": {
+            "0": {"t": [0.0, 1.0, 2.0, 3.0], "power_w": [600.0, 610.0, 620.0, 630.0],
+                  "sm_clock_mhz": [1980.0, 1410.0, 1410.0, 1980.0],
+                  "temperature_c": [60.0, 71.0, 70.0, 66.0], "reasons": [0, 4, 4, 0]},
+        },
+        "server_profile": {
+            "trace": "/runs/7/profiles/sim-output_throughput-C_1/1-TP-0.trace.json.gz",
+            "steps": 32,
+            "summary": {"source": "GPU kernels", "total_us": 1000.0,
+                        "ops": [{"name": "attn", "us": 550.0}, {"name": "gemm", "us": 450.0}]},
+            "golden_summary": {"source": "GPU kernels", "total_us": 1000.0,
+                               "ops": [{"name": "attn", "us": 300.0}, {"name": "gemm", "us": 700.0}]},
+            "problem": None,
+        },
+    }  # fmt: skip
+    stored = []
+    for record in records(spec):
+        if record["kind"] == "point" and record["run_id"] == run_id(7):
+            record = {**record, **diagnosed}
+            record["samples"] = [
+                {**s, "energy_j_per_token": 0.52, "tok_s_per_watt": 1.9} for s in record["samples"]
+            ]
+        stored.append(record)
+    build_store(str(tmp_path / "h.db"), Nights(nights=0)).apply_all(stored)
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_llmperf", "history", str(tmp_path / "h.db"), "--html", str(site)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = site / "index.html"
+    loaded = chromium.load_url(page.resolve().as_uri() + "#tip=0,7", width=1200, height=900)
+    assert loaded.console_errors() == []
+    text = tip_of(loaded.dom)
+    assert "display: block" in text, text
+    assert (
+        "server: KV cache at 100% with 14 requests queued, 2 running for 95% of the window: the "
+        "server was memory-bound" in text
+    )
+    assert (
+        "GPU 0: 615 W mean, SM 1,410-1,980 MHz, 71 °C at most; held back: power cap (software) 50%"
+        in text
+    )
+    assert "energy: J/token 0.520, tok/s per W 1.90" in text
+    assert (
+        "profiled: /runs/7/profiles/sim-output_throughput-C_1/1-TP-0.trace.json.gz; moved most: "
+        "attn 55.0% (golden 30.0%), gemm 45.0% (golden 70.0%)" in text
+    )
+    assert '<div class="spark">' in text and "<canvas" in text
+    # A passing night without any of it has none: its tooltip is as before.
+    quiet = chromium.load_url(page.resolve().as_uri() + "#tip=0,3", width=1200, height=900)
+    assert "display: block" in tip_of(quiet.dom) and "spark" not in tip_of(quiet.dom)
+    shot = chromium.screenshot_url(
+        page.resolve().as_uri() + "#tip=0,7", tmp_path / "detail.png", width=1200, height=900
+    )
+    assert shot.stat().st_size > 20_000

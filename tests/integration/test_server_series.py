@@ -44,8 +44,9 @@ def test_a_memory_starved_server_fails_with_the_cause_its_own_metrics_show(pytes
         SUITE,
     )
     result = pytester.runpytest(
-        "--llm-profile", "sim", "--perf-json", "out.json", "--perf-report", "report"
-    )
+        "--llm-profile", "sim", "--perf-json", "out.json", "--perf-report", "report",
+        "--perf-profile-on=fail",
+    )  # fmt: skip
     (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
     series = point["server_series"]
     assert series["interval_s"] == 0.1 and len(series["t"]) >= 10, series["t"]
@@ -57,6 +58,15 @@ def test_a_memory_starved_server_fails_with_the_cause_its_own_metrics_show(pytes
         ["*the server's own metrics: KV cache at 100% with 14 requests queued, 2 running for "
          "*% of the window: the server was memory-bound (out of KV cache), not slower per token"]
     )  # fmt: skip
+    # An engine without a profiler says so, in one line.
+    assert point["server_profile"] == {"problem": "engine 'sim' has no profiler to ask"}
+    result.stdout.fnmatch_lines(
+        [
+            "*no profile of this point: engine 'sim' has no profiler to ask",
+            "llmperf: server profiles (--perf-profile-on)",
+            "sim C=16: no profile: engine 'sim' has no profiler to ask",
+        ]
+    )
     assert result.ret == 1
     # The failing point's series, drawn for the report.
     (plot,) = (pytester.path / "report").glob("series-*.png")

@@ -48,24 +48,29 @@ def test_an_older_schema_is_upgraded_step_by_step(tmp_path, monkeypatch):
     assert "note" in columns
 
 
-def test_a_version_1_store_gains_the_server_series_and_keeps_its_points(tmp_path):
+def test_a_version_1_store_gains_the_series_and_profile_columns_and_keeps_its_points(tmp_path):
     path = tmp_path / "history.db"
     build_store(str(path), Nights(nights=2, points=1))
     with sqlite3.connect(path) as conn:  # as version 1 made it: no server_series column
         conn.execute("ALTER TABLE llmperf_points DROP COLUMN server_series")
+        conn.execute("ALTER TABLE llmperf_points DROP COLUMN gpu_series")
+        conn.execute("ALTER TABLE llmperf_points DROP COLUMN server_profile")
         conn.execute("UPDATE llmperf_meta SET value = '1' WHERE key = 'schema_version'")
     store = HistoryStore.open(str(path))
-    assert store.schema_version() == 2
+    assert store.schema_version() == 3
     points = store.points_of(run_id(1))
     assert len(points) == 1 and points[0]["server_series"] is None and points[0]["samples"]
     series = {"interval_s": 0.5, "t": [0.0, 0.5], "queued_requests": [3.0, None]}
+    profiled = {"trace": "/runs/1/profiles/x.trace.json.gz", "steps": 32, "summary": None}
     third = [
-        {**r, "server_series": series} if r["kind"] == "point" else r
+        {**r, "server_series": series, "server_profile": profiled} if r["kind"] == "point" else r
         for r in records(Nights(nights=3, points=1))
         if r["run_id"] == run_id(2)
     ]
     store.apply_all(third)
-    assert store.points_of(run_id(2))[0]["server_series"] == series
+    (point,) = store.points_of(run_id(2))
+    assert point["server_series"] == series and point["server_profile"] == profiled
+    assert point["gpu_series"] is None
 
 
 @pytest.mark.parametrize(
