@@ -4,8 +4,8 @@
 ``profiler_steps`` forward steps (SGLang: ``POST /start_profile`` with ``num_steps`` and an
 ``output_dir``; it stops by itself at the step limit: an unbounded trace of a busy server runs
 to tens of GB, sgl-project/sglang#25660), runs the point's load once more (not counted in its
-figures), asks ``/stop_profile`` in case the run ended before the limit, and waits for the trace
-file. The trace stays in the run directory beside the server's log; its kernel-time summary
+figures), waits for the trace file, and asks ``/stop_profile`` only when none came (the run
+ended before the limit). The trace stays in the run directory beside the server's log; its kernel-time summary
 (core/kernels.py) goes with the point.
 
 The server writes the trace itself, so the directory must be one it can reach: a server
@@ -27,6 +27,8 @@ from pytest_llmperf.core.kernels import KernelSummary, TraceError, read_trace, s
 
 #: How long the server may take to write its trace once the run is over.
 TRACE_WAIT_S = 120.0
+#: How long to wait for the trace of a profiler that stopped by itself before asking it to stop.
+FIRST_WAIT_S = 30.0
 
 
 @dataclass
@@ -65,12 +67,20 @@ def capture(
         if problem is not None:
             result.problem = f"the server did not start its profiler: {problem}"
             return result
+        failed = None
         try:
             run()
-        finally:
-            # Stopped by itself at the step limit, the server answers that none is running: fine.
+        except Exception as exc:  # a server that died under the profiler: said, not raised
+            failed = f"the profiled run failed: {type(exc).__name__}: {exc}"
+        # It stops by itself at the step limit, which a run of the point's load passes; asked
+        # to stop only when no trace came (a stop after the limit is an error in its log).
+        result.trace = wait_for_trace(directory, min(wait_s, FIRST_WAIT_S))
+        if result.trace is None:
             _post(client, "/stop_profile", None)
-    result.trace = wait_for_trace(directory, wait_s)
+    if failed is not None:
+        result.problem = failed
+        return result
+    result.trace = result.trace or wait_for_trace(directory, wait_s)
     if result.trace is None:
         result.problem = (
             f"the server wrote no trace into {directory} within {wait_s:g} s (see its log; a "
