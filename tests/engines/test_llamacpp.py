@@ -173,8 +173,9 @@ def test_the_shipped_suite_records_then_passes_on_llamacpp_smollm2(
 
 def nightly_profile(llama_profile) -> str:
     """The shipped llama.cpp profile, launched by the plugin (its record_launches default, 2),
-    in the short form of the suite a nightly gate can afford here: two levels, the throughput
-    test, 32-token requests (a run of about 2.5 s spans five throttle periods)."""
+    in the short form of the suite a nightly gate can afford here: one level, the throughput
+    test, 32-token requests (a run of about 2.5 s spans five throttle periods). Two levels made
+    this the longest test of CI (246 s of 37 min) for nothing more to see."""
     args = ", ".join(f'"{a}"' for a in llama_profile.args)
     return f"""
     [profiles.nightly]
@@ -183,7 +184,7 @@ def nightly_profile(llama_profile) -> str:
     model = "{REPO / ".llama/models/SmolLM2-135M-Instruct.Q4_1.gguf"}"
     args = [{args}]
     api = "openai"
-    concurrency = [1, 2]
+    concurrency = [1]
     runs = 3
     output_len = 32
     min_requests = 6
@@ -209,7 +210,7 @@ def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_30_percent_co
 ):
     """The nightly's own flow, each session a fresh launch of llama-server by the plugin: a
     golden recorded over the profile's two launches, then three unchanged launches gated
-    against it (none FAILs: the verdict allows for how far launches differ), then three
+    against it (none FAILs: the verdict allows for how far launches differ), then two
     launches slowed from outside (THROTTLE_SHARE), each of which FAILs."""
     project_with(pytester, nightly_profile(llama_profile), THROUGHPUT_SUITE)
     args = ("--llm-profile", "nightly", "-p", "no:randomly")
@@ -218,7 +219,7 @@ def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_30_percent_co
     recorded = pytester.runpytest_subprocess(
         *args, "--perf-update", *launches, "--perf-update-runs", "5"
     )
-    recorded.assert_outcomes(passed=4)  # two levels, two launches
+    recorded.assert_outcomes(passed=2)  # one level, two launches
     golden = json.loads(next((pytester.path / "baselines" / "nightly").glob("*.json")).read_text())
     for point in golden["points"].values():
         assert len({run["launch_id"] for run in point["runs"]}) == 2, point["runs"]
@@ -227,8 +228,8 @@ def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_30_percent_co
         unchanged = pytester.runpytest_subprocess(*args)
         figures += [line for line in unchanged.outlines if line.startswith("nightly ")]
         assert unchanged.ret == 0, "\n".join(unchanged.outlines[-30:])
-        unchanged.assert_outcomes(passed=2)
-    for _ in range(3):
+        unchanged.assert_outcomes(passed=1)
+    for _ in range(2):
         with ThrottleEach("SmolLM2-135M", THROTTLE_SHARE, ignore=(llama_server.pid,)) as throttled:
             slowed = pytester.runpytest_subprocess(*args)
         figures += [line for line in slowed.outlines if line.startswith("nightly ")]
