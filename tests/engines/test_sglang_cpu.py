@@ -334,11 +334,16 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester, attached):
     assert recorded["kernel_summary"]["source"] == "CPU operators (self time)", recorded
     assert any(name.startswith("aten::") for name in golden_ops), golden_ops
 
+    def traces() -> set[Path]:
+        return set(pytester.path.glob(".llmperf/runs/*/profiles/*/*.trace.json*"))
+
+    recorded_traces = traces()
+    assert len(recorded_traces) == 1, recorded_traces
     tokens_before, seconds_before = server_counters(url)
     same = pytester.runpytest_subprocess(*args, "--perf-profile-on=fail")
     tokens_after, seconds_after = server_counters(url)
     same.assert_outcomes(passed=1)
-    assert not list(pytester.path.glob(".llmperf/runs/*/profiles/*/*")), "a PASS was profiled"
+    assert traces() == recorded_traces, "a PASS was profiled"
     phases["same"] = time.monotonic() - started - sum(phases.values())
     (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
     assert point["server_profile"] is None
