@@ -163,7 +163,8 @@ def apply(
             "pooled into" if old is not None and point.pool else ("replaced" if old else "recorded")
         )
         unit = unit_of(point.metric)
-        mean = format_value(points[point.key].mean, unit, bare=unit != "s")  # latencies in ms
+        # Times with their unit (latencies in ms, a startup in s); the rest beside their metric.
+        mean = format_value(points[point.key].mean, unit, bare=unit not in ("s", "sec"))
         if "items" in point.extra and "correct" in point.extra:  # a share: its exact count
             mean = f"{point.extra['correct']} of {point.extra['items']}"
         notes.append(
