@@ -29,7 +29,7 @@ def verdicts(results: Path) -> collections.Counter[str]:
     data = json.loads(results.read_text())
     found: collections.Counter[str] = collections.Counter()
     items = [
-        *(item for key in ("points", "capacity", "accuracy", "parity") for item in data.get(key) or []),
+        *(item for key in ("points", "capacity", "startup", "accuracy", "parity") for item in data.get(key) or []),
         *(gate for pair in data.get("speculative") or [] for gate in (pair.get("gate") or {}).values()),
     ]  # fmt: skip
     for item in items:
