@@ -28,9 +28,13 @@ def dashboard_of(tmp_path, spec: Nights):
     """The store of ``spec``, its dashboard written by the CLI as a user would, and the page."""
     chromium.binary()
     bulk_store(str(tmp_path / "h.db"), spec)
-    site = tmp_path / "site"
+    return html_of(tmp_path / "h.db", tmp_path / "site")
+
+
+def html_of(store, site):
+    """``python -m pytest_llmperf history STORE --html SITE``, as a user runs it: the page."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_llmperf", "history", str(tmp_path / "h.db"), "--html", str(site)],
+        [sys.executable, "-m", "pytest_llmperf", "history", str(store), "--html", str(site)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -116,13 +120,7 @@ def test_a_failing_night_s_detail_shows_its_server_gpus_energy_and_profile(tmp_p
             ]
         stored.append(record)
     build_store(str(tmp_path / "h.db"), Nights(nights=0)).apply_all(stored)
-    site = tmp_path / "site"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest_llmperf", "history", str(tmp_path / "h.db"), "--html", str(site)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    page = site / "index.html"
+    page = html_of(tmp_path / "h.db", tmp_path / "site")
     loaded = chromium.load_url(page.resolve().as_uri() + "#tip=0,7", width=1200, height=900)
     assert loaded.console_errors() == []
     text = tip_of(loaded.dom)
