@@ -73,3 +73,50 @@ def test_a_memory_starved_server_fails_with_the_cause_its_own_metrics_show(pytes
     assert plot.name == "series-sim-output_throughput-C_16.png"
     assert plot.read_bytes().startswith(b"\x89PNG") and plot.stat().st_size > 20_000
     assert plot.name in (pytester.path / "report" / "summary.md").read_text()
+
+
+#: A slow server of four slots: 32-token requests at the sim's own speed (about 0.35 s each),
+#: so it serves about 11 requests/s, and its queue is SGLang's (queued_requests).
+OVER = f"""
+[profiles.sim]
+engine = "sim"
+model = "sim/over"
+args = [{SIM}, "--sim-speed", "1", "--max-running-requests", "4"{{fault}}]
+concurrency = [4]
+runs = 2
+min_requests = 30
+output_len = 32
+request_rate = [7]
+settle_s = 0.6
+metrics_interval_s = 0.25
+ready_timeout_s = 30
+shutdown_timeout_s = 5
+request_timeout_s = 60
+"""
+RATE_SUITE = """
+def test_rate_latency(llmperf, llm_request_rate):
+    llmperf.check(llmperf.measure(rate=llm_request_rate), metric="ttft_p90_s")
+"""
+
+
+def test_an_over_capacity_level_fails_with_the_queue_its_own_metrics_show(pytester):
+    # 7 requests/s: sustainable at full speed; at half speed (the fault knob, no setting
+    # changed) the server serves about 5.5 a second, and its queue grows through the window.
+    project_with(pytester, OVER.format(fault=""), RATE_SUITE)
+    recorded = pytester.runpytest(
+        "--llm-profile", "sim", "--perf-update", "--perf-update-runs", "2"
+    )
+    recorded.assert_outcomes(passed=1)
+    project_with(pytester, OVER.format(fault=', "--sim-throughput-multiplier", "0.5"'), RATE_SUITE)
+    result = pytester.runpytest("--llm-profile", "sim", "--perf-json", "out.json")
+    points = json.loads((pytester.path / "out.json").read_text())["points"]
+    (point,) = [p for p in points if p["metric"] == "ttft_p90_s"]
+    assert point["verdict"] == "FAIL" and point["sustainable"] is False, point["message"]
+    queued = point["server_series"]["queued_requests"]
+    assert max(queued) >= 4 and queued[-1] > queued[0], queued
+    result.stdout.fnmatch_lines(
+        ["*sim 7 req/s ttft_p90_s: FAIL — NOT SUSTAINABLE: *; the server's own metrics: the "
+         "requests in the server grew through the window (from * to * running and queued, "
+         "+* a second): arrivals outpaced it, over capacity*"]
+    )  # fmt: skip
+    assert result.ret == 1
