@@ -435,6 +435,8 @@ def _write_summary(
         terminalreporter.write_line(line)
     for line in terminal.profile_lines(results):
         terminalreporter.write_line(line)
+    for line in terminal.startup_lines(results):
+        terminalreporter.write_line(line)
     if results.capacities:
         from pytest_llmperf.render.rates import capacity_lines
 

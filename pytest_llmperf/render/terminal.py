@@ -236,6 +236,14 @@ def accuracy_lines(results: Results) -> list[str]:
     return lines
 
 
+def startup_lines(results: Results) -> list[str]:
+    """Each launch's startup, as its check said it (or its seconds, when only measured)."""
+    return [
+        p.message or f"{p.label}: {format_value(p.seconds, p.unit)}"
+        for p in results.startups
+    ]
+
+
 def profile_lines(results: Results) -> list[str]:
     """The points profiled once more (--perf-profile-on): each trace and its shares of time
     beside the golden's; a profile whose engine has no profiler, once."""

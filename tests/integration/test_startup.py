@@ -40,6 +40,7 @@ def test_startup_records_each_launch_then_passes_and_a_slow_load_fails(pytester)
 
     same = pytester.runpytest("--perf-json", "out.json")
     same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["sim startup (warm): * s vs golden * (*, n=1 vs 2) \u2014 *"])
     (startup,) = json.loads((pytester.path / "out.json").read_text())["startup"]
     assert startup["kind"] == "warm" and startup["verdict"] == "PASS", startup
 
