@@ -1,7 +1,7 @@
 """The Markdown summary of ``--perf-report``, which also reads well as a CI step summary.
 
 Verdict counts, the rows that matter, one table per test and, for each speculative profile
-measured with its base, the speedup table with the advice.
+measured with its base, the speedup table with the advice; each launch's startup.
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ def render(results: Results) -> str:
         ]
         lines += ["| " + " | ".join(row) + " |" for row in speedup_rows(results, a)]
         lines += ["", f"**Advice:** {a.advice()}", ""]
+    if results.startups:
+        lines += ["## Startup (launch to ready)", ""]
+        lines += [f"- {_cell(p.message or p.label)}" for p in results.startups] + [""]
     if results.golden_notes:
         lines += ["## Goldens written", ""] + [f"- {_cell(n)}" for n in results.golden_notes] + [""]
     return "\n".join(lines)

@@ -238,10 +238,7 @@ def accuracy_lines(results: Results) -> list[str]:
 
 def startup_lines(results: Results) -> list[str]:
     """Each launch's startup, as its check said it (or its seconds, when only measured)."""
-    return [
-        p.message or f"{p.label}: {format_value(p.seconds, p.unit)}"
-        for p in results.startups
-    ]
+    return [p.message or f"{p.label}: {format_value(p.seconds, p.unit)}" for p in results.startups]
 
 
 def profile_lines(results: Results) -> list[str]:

@@ -38,11 +38,13 @@ def test_startup_records_each_launch_then_passes_and_a_slow_load_fails(pytester)
     values = [run["value"] for run in golden["points"]["test_perf.py::test_startup[warm]"]["runs"]]
     assert len(values) == 2 and all(1.0 < v < 10.0 for v in values), values  # load + Python
 
-    same = pytester.runpytest("--perf-json", "out.json")
+    same = pytester.runpytest("--perf-json", "out.json", "--perf-report", "report")
     same.assert_outcomes(passed=1)
     same.stdout.fnmatch_lines(["sim startup (warm): * s vs golden * (*, n=1 vs 2) \u2014 *"])
     (startup,) = json.loads((pytester.path / "out.json").read_text())["startup"]
     assert startup["kind"] == "warm" and startup["verdict"] == "PASS", startup
+    summary = (pytester.path / "report" / "summary.md").read_text()
+    assert f"## Startup (launch to ready)\n\n- {startup['message']}" in summary
 
     # The same server, loading for 6 s more (its flags and fingerprint unchanged).
     startup_project(pytester, 7.0)
