@@ -107,7 +107,7 @@ def write_profiles(
     *,
     marker: str | None = None,
     concurrency: str = "[1, 4]",
-    output_len: int = 64,
+    output_len: int = 128,
     runs: int = 2,
     extra_args: str = "",
     min_requests: int = 4,
@@ -208,7 +208,7 @@ def write_sglang_profile(
     shutdown_timeout_s: float = 5,
     request_timeout_s: float = 10,
     marker: str | None = None,
-    output_len: int = 64,
+    output_len: int = 128,
 ) -> str:
     """Profile ``gpu`` with engine = "sglang" on the stand-in package at ``version`` (None: no
     SGLang installed) and the throughput suite; returns the model marker."""

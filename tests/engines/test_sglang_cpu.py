@@ -357,7 +357,9 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester, attached):
     assert 0 < max(series["kv_cache_usage"]) < 1 and max(series["gen_throughput"]) > 0, series
 
     with Throttle(attached.scheduler_pid, 0.6, period_s=0.2):
-        slower = pytester.runpytest_subprocess(*args, "--perf-profile-on=fail")
+        slower = pytester.runpytest_subprocess(
+            *args, "--perf-profile-on=fail", "--perf-history", "h.db"
+        )
     phases["throttled"] = time.monotonic() - started - sum(phases.values())
     print("seconds:", {k: round(v, 1) for k, v in phases.items()}, f"runs {len(point['runs'])}")
     slower.assert_outcomes(failed=1)
@@ -380,6 +382,12 @@ def test_record_pass_accuracy_and_a_throttled_server_fails(pytester, attached):
     assert trace.is_relative_to((pytester.path / ".llmperf" / "runs").resolve()), trace
     assert profiled["summary"]["ops"] and profiled["golden_summary"] == recorded["kernel_summary"]
     assert profiled["problem"] is None and str(trace) in failed["message"]
+    # The history keeps it too: the trace's path and both summaries, with the point.
+    from pytest_llmperf.history.store import HistoryStore
+
+    run_id = json.loads((pytester.path / "out.json").read_text())["run_id"]
+    (stored,) = HistoryStore.open(str(pytester.path / "h.db")).points_of(run_id)
+    assert stored["server_profile"]["trace"] == str(trace), stored["server_profile"]
 
 
 def test_a_bad_model_path_fails_fast_with_sglang_s_own_error(pytester):

@@ -19,7 +19,7 @@ BODY = """
 {where}
 concurrency = [2]
 runs = 2
-output_len = 64
+output_len = 128
 min_requests = 4
 ready_timeout_s = 30
 """
