@@ -147,6 +147,16 @@ def in_one_line(now: KernelSummary, golden: KernelSummary | None, top: int = 3) 
     return "top: " + ", ".join(f"{n} {now.share(n):.1%}" for n, _ in now.ops[:top])
 
 
+def stored_shares(found: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A stored profiled run (a point's ``server_profile``): what its summary counted and its
+    shares in one line (beside the golden's where it has one); None without a summary."""
+    if found.get("problem") or not found.get("summary"):
+        return None
+    now = KernelSummary.from_json(found["summary"])
+    golden = found.get("golden_summary")
+    return now.source, in_one_line(now, KernelSummary.from_json(golden) if golden else None)
+
+
 def side_by_side(now: KernelSummary, golden: KernelSummary | None, top: int = 8) -> list[str]:
     """A small table of the shares, now beside the golden's, the largest moves first."""
     if golden is None or golden.source != now.source:

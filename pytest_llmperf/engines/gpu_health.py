@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.engines.gpu_series import HELD_BACK
+from pytest_llmperf.engines.gpu_series import HELD_BACK, reasons_call
 
 KMSG = Path("/dev/kmsg")
 #: Held back by the hardware: the GPU cannot give its speed, whatever the load.
@@ -144,10 +144,7 @@ def _temperature(nv: Any, index: int, handle: Any, health: Health) -> None:
 
 
 def _clock_reasons(nv: Any, index: int, handle: Any, health: Health) -> None:
-    call = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-        nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
-    )
-    reasons = _read(call, handle) or 0
+    reasons = _read(reasons_call(nv), handle) or 0
     named = [name for bit, name in HELD_BACK.items() if reasons & bit]
     if not named:
         return

@@ -127,7 +127,7 @@ class GpuSampler:
                     _read(
                         nv.nvmlDeviceGetTemperature, handle, getattr(nv, "NVML_TEMPERATURE_GPU", 0)
                     ),
-                    int(_read(_reasons_call(nv), handle) or 0),
+                    int(_read(reasons_call(nv), handle) or 0),
                 )
             )
 
@@ -160,7 +160,7 @@ def start_sampler(env: Mapping[str, str], interval_s: float) -> GpuSampler | Non
     return GpuSampler(pynvml, indices, interval_s) if indices else None
 
 
-def _reasons_call(nv: Any) -> Any:
+def reasons_call(nv: Any) -> Any:
     # Renamed in NVML 12.x ("clocks event reasons"); older bindings have the throttle name.
     return getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
         nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None

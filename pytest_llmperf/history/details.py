@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmperf.core.diagnosis import explain
-from pytest_llmperf.core.kernels import KernelSummary, in_one_line
+from pytest_llmperf.core.kernels import stored_shares
 from pytest_llmperf.engines.gpu_series import HELD_BACK
 from pytest_llmperf.history.series import Night
 
@@ -97,12 +97,10 @@ def gpu_line(index: str, trace: Mapping[str, Any]) -> str:
 
 
 def profile_line(profiled: Mapping[str, Any]) -> str:
-    if profiled.get("problem") or not profiled.get("summary"):
+    shown = stored_shares(profiled)
+    if shown is None:
         return f"no profile: {profiled.get('problem') or 'empty trace'}"
-    now = KernelSummary.from_json(profiled["summary"])
-    golden = profiled.get("golden_summary")
-    shares = in_one_line(now, KernelSummary.from_json(golden) if golden else None)
-    return f"profiled: {profiled.get('trace')}; {shares}"
+    return f"profiled: {profiled.get('trace')}; {shown[1]}"
 
 
 def _mean(values: Sequence[float]) -> float:
