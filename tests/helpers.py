@@ -107,7 +107,7 @@ def write_profiles(
     *,
     marker: str | None = None,
     concurrency: str = "[1, 4]",
-    output_len: int = 128,
+    output_len: int = 64,
     runs: int = 2,
     extra_args: str = "",
     min_requests: int = 4,
