@@ -1,10 +1,12 @@
-"""The shipped suite as a user runs it on a CPU engine: goldens recorded on this host first (a
-CPU engine's golden holds only for the host that recorded it, so none is committed), then gated,
-both attached to one server (two launches on 2 shared cores differ by up to 20 %: a real
-difference between launches, which a golden pooled over launches absorbs, but not one
-recording; these tests are about the suite, not about a CPU's launch-to-launch spread).
+"""The shipped suite as a user runs it on a CPU engine: goldens recorded on this host (a CPU
+engine's golden holds only for the host that recorded it, so none is committed), attached to a
+server the test module started (two launches on 2 shared cores differ by up to 20 %: these tests
+are about the suite, not about a CPU's launch-to-launch spread).
 
-A short form: one level and five recorded runs a point, so CI spends minutes, not an hour. The
+A short form: one level and five recorded runs a point, so CI spends minutes, not an hour. Only
+the recording session runs here: the same golden gated on the same server is what the engines'
+own flows test (test_sglang_cpu.py's record-then-pass with the shipped throughput suite, the
+llama.cpp nightly flow over fresh launches), and a second session cost 25-50 s of CI. The
 level is the engine's quickest at the profile's request count: SGLang's C = 4 (16 requests of 128
 tokens at about 450 tok/s against 150 at C = 1: 175 s of CI at C = 1), llama-server's C = 1
 (its 4 slots add little: 65 tok/s at C = 1, 94 at C = 4 for twice the requests).
@@ -33,9 +35,9 @@ PROFILES = REPO / "perf_suites" / "profiles.toml"
 def run_the_suite(
     pytester: pytest.Pytester, name: str, url: str, concurrency: int
 ) -> dict[str, Any]:
-    """``pytest perf_suites --llm-profile=NAME`` against ``url``: record, then gate; every
-    point passes, the prefill test is skipped with its reason, and no traceback is printed.
-    Returns the gated session's results JSON."""
+    """``pytest perf_suites --llm-profile=NAME --perf-update`` against ``url``: every point is
+    recorded without a problem into a golden file, the prefill test is skipped with its reason,
+    and no traceback is printed. Returns the session's results JSON."""
     pytester.makeini(
         f"[pytest]\nllmperf_profiles_file = {PROFILES}\nllmperf_baseline_dir = baselines\n"
     )
@@ -52,29 +54,30 @@ def run_the_suite(
         "-k",
         "not single_stream and not accuracy",
     ]
-    # Five runs a point: a golden of three leaves the check's t-bound so wide on 2 shared cores
-    # that it tops up to 10 runs a point (seen: 338 s of CI for this one profile).
+    # Five runs a point, as a golden the gate can use without topping up on 2 shared cores.
     recorded = pytester.runpytest_subprocess(
-        *args, "--perf-update", "--perf-update-runs", "5", timeout=900
+        *args, "--perf-update", "--perf-update-runs", "5", "--perf-json", "out.json", timeout=900
     )
     output = recorded.stdout.str()
     assert recorded.ret == 0, output[-4000:]
-    gated = pytester.runpytest_subprocess(*args, "--perf-json", "out.json", timeout=900)
-    output = gated.stdout.str()
-    assert gated.ret == 0, output[-4000:]
-    assert "Traceback" not in output + gated.stderr.str()
+    assert "Traceback" not in output + recorded.stderr.str()
     data: dict[str, Any] = json.loads((pytester.path / "out.json").read_text())
     points = data["points"]
-    # The throughput test's figures, each checked on its runs.
+    # The throughput test's figures, each recorded from its runs.
     assert {(p["test"].split("::")[1].split("[")[0], p["metric"]) for p in points} == {
         ("test_output_throughput", "output_tok_s"),
         ("test_output_throughput", "ttft_p99_s"),
         ("test_output_throughput", "itl_p50_s"),
     }
     print(output[output.index("llmperf: output throughput") :])  # the figures, with -s
-    assert all(p["verdict"] in ("PASS", "WARN", "IMPROVED") for p in points), [
-        p["message"] for p in points
+    assert all(p["verdict"] == "RECORDED" and p["problems"] == [] for p in points), [
+        (p["message"], p["problems"]) for p in points
     ]
+    (golden,) = (pytester.path / "baselines" / name).glob("*.json")
+    recorded_points = json.loads(golden.read_text())["points"]
+    assert len(recorded_points) == len(points) and all(
+        len(point["runs"]) == 5 for point in recorded_points.values()
+    ), golden
 
     # The prefill test's levels are 1, 10 and 70: at C = 1 it is skipped for the server's
     # context, read from the server before anything is measured.

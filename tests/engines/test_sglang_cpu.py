@@ -553,8 +553,9 @@ def test_greedy_outputs_with_top_two_log_probabilities_from_the_real_server(atta
     assert parity.identical == 3, [p.describe() for p in parity.prompts]
 
 
-def test_the_shipped_suite_records_then_passes_on_sglang_cpu(pytester, attached):
-    """``pytest perf_suites --llm-profile=sglang-cpu``, recorded then gated on the shared server
-    (the shipped profile's own launch is tested through sglang-cpu-dp2, which extends it, in
-    test_sglang_router.py)."""
+def test_the_shipped_suite_records_on_sglang_cpu(pytester, attached):
+    """``pytest perf_suites --llm-profile=sglang-cpu --perf-update`` on the shared server (the
+    shipped profile's own launch is tested through sglang-cpu-dp2, which extends it, in
+    test_sglang_router.py; a golden of the shipped throughput suite gated on this server, in
+    test_record_pass_accuracy_and_a_throttled_server_fails)."""
     run_the_suite(pytester, "sglang-cpu", attached.server.base_url, concurrency=4)

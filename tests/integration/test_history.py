@@ -197,7 +197,9 @@ def test_measured_after(llmperf):
 
 
 def test_two_sessions_at_once_share_one_sqlite_file(pytester):
-    project(pytester)
+    # Two sessions and their two servers on 2 cores: one run of 256-token requests each, where
+    # 64-token ones read client-bound in a full run (a few ms between requests of 30 ms).
+    project(pytester, runs=1, output_len=256)
     procs = [popen(pytester, "--perf-measure", "--perf-history", "h.db") for _ in range(2)]
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[-1500:] for o in outs]
@@ -239,7 +241,9 @@ def test_concurrent_writers_lose_no_run_and_no_point(request, tmp_path, backend)
 
 
 def test_two_pytest_sessions_at_once_share_one_postgresql_store(pytester, postgres_url):
-    project(pytester)
+    # Two sessions and their two servers on 2 cores: one run of 256-token requests each, where
+    # 64-token ones read client-bound in a full run (a few ms between requests of 30 ms).
+    project(pytester, runs=1, output_len=256)
     procs = [popen(pytester, "--perf-measure", "--perf-history", postgres_url) for _ in range(2)]
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[-1500:] for o in outs]
