@@ -137,9 +137,7 @@ def test_token_id_prompts_and_the_chat_api_on_llama_server(llama_url):
         assert m.output_tokens == 16 * m.requests
 
 
-def test_the_shipped_suite_records_on_llamacpp_smollm2(
-    pytester, llama_profile, llama_url
-):
+def test_the_shipped_suite_records_on_llamacpp_smollm2(pytester, llama_profile, llama_url):
     """``pytest perf_suites --llm-profile=llamacpp-smollm2 --perf-update`` on the module's server
     (a server of the shipped profile's own command), and what its results say of the real
     engine: its model and slots from its own ``/v1/models`` and ``/props``, this host's hardware
