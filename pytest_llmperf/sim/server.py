@@ -258,12 +258,14 @@ class SimServer:
         (tests/engines/test_standin_matches_sglang.py)."""
         at_least = self._release_at_least
         retractions = "num_retractions" if at_least(0, 5, 13) else "total_retractions"
+        metrics = bool(self.args.enable_metrics)
         meta: dict[str, Any] = {
             "id": req.rid,
             "finish_reason": None,
             "prompt_tokens": req.prompt_tokens,
             "weight_version": "default",
             retractions: 0,
+            **(self._scheduler_times(req) if metrics else {}),
             **({"reasoning_tokens": 0} if at_least(0, 5, 11) else {}),
             "completion_tokens": n,
             "cached_tokens": req.cached_tokens,
@@ -279,9 +281,41 @@ class SimServer:
             meta["finish_reason"] = self.finish_reason(req)
             meta["e2e_latency"] = req.finished_at - req.received
             meta.update(self.spec_meta(req))
+            if metrics:
+                meta.update(self._request_times(req, n, streamed=streamed))
         if not (last and streamed):  # SGLang stamps every event but a stream's last
             meta["response_sent_to_client_ts"] = time.time()
         return meta
+
+    @staticmethod
+    def _wall(at: float) -> float:
+        """A loop time (monotonic) as the wall-clock timestamp SGLang reports."""
+        return time.time() - (time.monotonic() - at)
+
+    def _scheduler_times(self, req: SimRequest) -> dict[str, Any]:
+        """The scheduler's time stats SGLang 0.5.23 puts in every event's ``meta_info`` under
+        ``--enable-metrics`` (observed on the real one: tests/engines/test_standin_matches_sglang.py)."""
+        times: dict[str, Any] = {"storage_prefetch_wait": 0.0, "storage_staging_wait": 0.0}
+        times["forward_entry_time"] = self._wall(req.received)
+        if req.first_token_at is not None:
+            times["prefill_finished_time"] = self._wall(req.first_token_at)
+        times["queue_time"] = 0.0
+        return times
+
+    def _request_times(self, req: SimRequest, n: int, *, streamed: bool) -> dict[str, Any]:
+        """The tokenizer manager's time stats a finished request's ``meta_info`` gains under
+        ``--enable-metrics``; a unary answer is stamped as sent after them."""
+        assert req.finished_at is not None
+        times: dict[str, Any] = {"request_received_ts": self._wall(req.received)}
+        if req.first_token_at is not None:
+            times["first_token_latency"] = req.first_token_at - req.received
+        times["api_server_dispatch_finish_ts"] = self._wall(req.received)
+        if streamed:
+            times["response_sent_to_client_ts"] = time.time()
+        times["request_finished_ts"] = self._wall(req.finished_at)
+        if req.first_token_at is not None and n > 1 and req.finished_at > req.first_token_at:
+            times["decode_throughput"] = (n - 1) / (req.finished_at - req.first_token_at)
+        return times
 
     async def tokens(self, req: SimRequest) -> AsyncIterator[int]:
         """Yield the cumulative token count each time the stream should send a chunk."""
@@ -440,7 +474,8 @@ class SimServer:
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
-        """SGLang's native ``POST /generate``: cumulative ``text`` and ``meta_info``."""
+        """SGLang's native ``POST /generate``: cumulative ``text`` (incremental with
+        ``--incremental-streaming-output``) and ``meta_info``."""
         self._check_key(request)
         body = await json_body(request)
         text = body.get("text")
@@ -470,13 +505,23 @@ class SimServer:
 
             return await self._unary(req, whole)
 
+        # --incremental-streaming-output (--stream-output before 0.5.11): each event carries
+        # the text and ids since the last one, not everything so far.
+        incremental = bool(
+            self.unmodeled.get("incremental_streaming_output")
+            or self.unmodeled.get("stream_output")
+        )
+
         async def events() -> AsyncIterator[bytes]:
+            sent = 0
             async for n in self.tokens(req):
+                start = sent if incremental else 0
                 chunk = {
-                    "text": "".join(words[:n]),
-                    "output_ids": list(ids[:n]),
+                    "text": "".join(words[start:n]),
+                    "output_ids": list(ids[start:n]),
                     "meta_info": self._meta(req, n),
                 }
+                sent = n
                 yield event(chunk)
 
         return await self.stream(request, req, events(), {})

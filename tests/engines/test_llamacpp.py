@@ -202,13 +202,14 @@ def nightly_profile(llama_profile) -> str:
 THROTTLE_SHARE = 0.45
 
 
-def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_30_percent_collapse_fails(
+def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_collapse_fails(
     pytester, llama_profile, llama_server
 ):
     """The nightly's own flow, each session a fresh launch of llama-server by the plugin: a
     golden recorded over the profile's two launches, then two unchanged launches gated
-    against it (neither FAILs: the verdict allows for how far launches differ), then two
-    launches slowed from outside (THROTTLE_SHARE), each of which FAILs."""
+    against it (neither FAILs: the verdict allows for how far launches differ), then a launch
+    slowed from outside (THROTTLE_SHARE), which FAILs (it FAILed in every CI run so far: one
+    is enough here; CI time)."""
     project_with(pytester, nightly_profile(llama_profile), THROUGHPUT_SUITE)
     args = ("--llm-profile", "nightly", "-p", "no:randomly")
     # The profile's own record_launches (the tests' default is one launch: tests/conftest.py)
@@ -226,13 +227,12 @@ def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_30_percent_co
         figures += [line for line in unchanged.outlines if line.startswith("nightly ")]
         assert unchanged.ret == 0, "\n".join(unchanged.outlines[-30:])
         unchanged.assert_outcomes(passed=1)
-    for _ in range(2):
-        with ThrottleEach("SmolLM2-135M", THROTTLE_SHARE, ignore=(llama_server.pid,)) as throttled:
-            slowed = pytester.runpytest_subprocess(*args)
-        figures += [line for line in slowed.outlines if line.startswith("nightly ")]
-        assert throttled.throttles, "the launched llama-server was never throttled"
-        slowed.stdout.fnmatch_lines(["*nightly C=*FAIL: significantly slower*"])
-        assert slowed.ret == 1
+    with ThrottleEach("SmolLM2-135M", THROTTLE_SHARE, ignore=(llama_server.pid,)) as throttled:
+        slowed = pytester.runpytest_subprocess(*args)
+    figures += [line for line in slowed.outlines if line.startswith("nightly ")]
+    assert throttled.throttles, "the launched llama-server was never throttled"
+    slowed.stdout.fnmatch_lines(["*nightly C=*FAIL: significantly slower*"])
+    assert slowed.ret == 1
     print("\n".join(figures))  # shown with -s: every night's verdicts
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +18,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,27 +25,21 @@ import httpx
 import psutil
 import pytest
 
-from pytest_llmperf.engines import shm
 from pytest_llmperf.engines.sglang_log import stage
-from pytest_llmperf.profiles_file import load_profiles
-from pytest_llmperf.servers import lifecycle
 from tests.helpers import Throttle, ctrl_c_enabled
-from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require
+from tests.sglang_real import MODEL_DIR, PYTHON, require
+from tests.sglang_shared import (
+    CPU_ARGS,
+    OLD_STYLE,
+    SHARED_PIDS,
+    Shared,
+    sglang_processes,
+    shm_files,
+    write_project,
+)
 from tests.shipped import run_the_suite
 
 MODEL = MODEL_DIR
-#: The CPU recipe (see the sglang-cpu profile), written with flags of older SGLang releases
-#: where they exist, so every launch here goes through the version adaptation.
-CPU_ARGS = [
-    "--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
-    "--max-total-tokens", "8192", "--mem-fraction-static", "0.2", "--sleep-on-idle",
-]  # fmt: skip
-OLD_STYLE = ["--tp", "1", "--cuda-graph-max-bs", "4", "--stream-output"]
-
-
-#: The processes of the module's shared server (see :func:`shared_server`) while it runs:
-#: the per-test check for leftovers leaves them be; the fixture's own teardown checks them.
-SHARED_PIDS: set[int] = set()
 
 
 @pytest.fixture(autouse=True)
@@ -60,123 +52,9 @@ def real_sglang():
     assert shm_files() - before == set(), "SGLang files left in /dev/shm"
 
 
-def shm_files() -> set[str]:
-    return shm.snapshot()  # SGLang's and multiprocessing's names, as the launcher removes them
-
-
-def sglang_processes() -> list[str]:
-    found = []
-    for proc in psutil.process_iter(["name", "cmdline", "status"]):
-        try:
-            cmdline = " ".join(proc.info["cmdline"] or ())
-            if (
-                proc.pid not in SHARED_PIDS
-                and proc.info["status"] != psutil.STATUS_ZOMBIE
-                and (
-                    (proc.info["name"] or "").startswith("sglang::")
-                    or "sglang.launch_server" in cmdline
-                )
-            ):
-                found.append(f"{proc.pid} {proc.info['name']} {cmdline[:120]}")
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return found
-
-
-def write_project(
-    root: Path,
-    *,
-    args: list[str] | None = None,
-    model: str | None = None,
-    concurrency: str = "[1, 2, 4]",
-    runs: int = 2,
-    fail_margin: float = 0.20,
-    output_len: int = 64,
-) -> Path:
-    """A project in ``root`` with profile ``cpu`` (the real SGLang, old-style flags) and the
-    throughput suite; returns the model path (a uniquely named link, so the launcher is
-    findable)."""
-    link = root / f"tiny-llama-{uuid.uuid4().hex[:8]}"
-    link.symlink_to(MODEL, target_is_directory=True)
-    model_path = model or str(link)
-    (root / "profiles.toml").write_text(
-        f"""
-default = ["cpu"]
-
-[profiles.cpu]
-engine = "sglang"
-python = "{PYTHON}"
-model = "{model_path}"
-args = {json.dumps(args if args is not None else [*CPU_ARGS, *OLD_STYLE])}
-env = {{ SGLANG_USE_CPU_ENGINE = "1", HF_HUB_OFFLINE = "1" }}
-api = "sglang"
-concurrency = {concurrency}
-runs = {runs}
-output_len = {output_len}
-min_requests = 8
-ready_timeout_s = 240
-shutdown_timeout_s = 30
-request_timeout_s = 60
-fail_margin = {fail_margin}
-warn_margin = 0.08
-"""
-    )
-    (root / "pytest.ini").write_text(
-        "[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_baseline_dir = baselines\n"
-    )
-    shutil.copy(REPO / "perf_suites" / "test_throughput.py", root / "test_throughput.py")
-    return link
-
-
 def project(pytester: pytest.Pytester, **fields: Any) -> Path:
     """:func:`write_project` in the pytester directory."""
     return write_project(pytester.path, **fields)
-
-
-@dataclass(frozen=True)
-class Shared:
-    """The module's one server for the tests that attach to a server."""
-
-    server: lifecycle.ServerHandle
-    scheduler_pid: int
-
-
-@pytest.fixture(scope="module")
-def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
-    """One real SGLang for every test here that attaches to a server (a load takes 38 to 44 s
-    on 2 cores: one for four tests), started by the plugin's own launcher outside any pytest
-    session: ``--enable-metrics`` for the server's own accounting, ``--enable-cache-report``
-    for the prefix cache's figures on the OpenAI API.
-
-    Pinned to the last core with one OpenMP thread, its clients on the others (see
-    :func:`attached`): on 2 shared cores a client's own CPU use slows the server it measures, so
-    unpinned, two clients would measure different servers (seen: 7 % apart)."""
-    require(PYTHON)
-    require(MODEL / "model.safetensors")
-    root = tmp_path_factory.mktemp("shared-sglang")
-    write_project(root, args=[*CPU_ARGS, *OLD_STYLE, "--enable-metrics", "--enable-cache-report"])
-    profile = load_profiles(root / "profiles.toml").profiles["cpu"]
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) > 1:
-        pinned = root / "pinned-python"
-        pinned.write_text(f'#!/bin/sh\nexec taskset -c {cores[-1]} {PYTHON} "$@"\n')
-        pinned.chmod(0o755)
-        profile = replace(profile, python=str(pinned), env={**profile.env, "OMP_NUM_THREADS": "1"})
-    shm_before = shm_files()
-    server = lifecycle.launch(profile, root / "server")  # the plugin's own launcher
-    try:
-        lifecycle.wait_ready(server)
-        assert server.process is not None
-        launcher = psutil.Process(server.process.pid)
-        tree = [launcher, *launcher.children(recursive=True)]
-        SHARED_PIDS.update(p.pid for p in tree)
-        (scheduler,) = [p for p in tree if p.name().startswith("sglang::schedul")]
-        yield Shared(server, scheduler.pid)
-    finally:
-        lifecycle.stop(server)  # the whole tree, and the /dev/shm files SGLang leaves
-        SHARED_PIDS.clear()
-    assert sglang_processes() == [], "the shared server outlived its module"
-    assert shm_files() - shm_before == set(), "the shared server's files left in /dev/shm"
 
 
 @pytest.fixture
@@ -202,7 +80,7 @@ API_KEY = f"sk-llmperf-test-{uuid.uuid4().hex}"
 
 
 def kill_the_scheduler_at_flush(pytester: pytest.Pytester, flushes: int) -> None:
-    """SIGKILL this test's SGLang scheduler (never the module's shared server's) once its log
+    """SIGKILL this test's SGLang scheduler (never the shared server's) once its log
     holds ``flushes`` cache flushes: one is logged before each run."""
     wait_for_line(pytester, "Cache flushed successfully!", count=flushes)
     for proc in psutil.process_iter(["name"]):

@@ -1,7 +1,8 @@
 """The stand-ins held to the real SGLang: what the simulated engine (behind the stand-in
 ``sglang`` 0.5.23 package the other tests use) imitates is observed once on the real SGLang 0.5.23
-serving on the CPU, and once on the stand-in, the same way, and compared where it matters to
-the plugin. When SGLang changes, the stand-in's difference fails here first.
+serving on the CPU (the server this package's tests share: tests/sglang_shared.py), and once on
+the stand-in launched with the same flags, the same way, and compared where it matters to the
+plugin. When SGLang changes, the stand-in's difference fails here first.
 
 Needs ``bash scripts/install-sglang-cpu.sh`` (skipped without; failed under LLMPERF_REQUIRE_SGLANG=1).
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,10 @@ import pytest
 
 from pytest_llmperf.engines.sglang_log import stage
 from pytest_llmperf.load.workload import Workload
-from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.servers import lifecycle
 from tests.helpers import fake_sglang
-from tests.sglang_real import MODEL_DIR, PYTHON, REPO, require
+from tests.sglang_real import REPO
+from tests.sglang_shared import Shared, watch_health
 
 OUTPUT_LEN = 16
 
@@ -41,18 +41,22 @@ class Observed:
     exit_code: int | None = None
 
 
-def watch_health(url: str, seen: list[str], stop: threading.Event) -> None:
-    """/health_generate's answers while the server loads, each distinct answer once, in order."""
-    while not stop.is_set():
-        try:
-            answer = str(httpx.get(url + "/health_generate", timeout=5).status_code)
-        except httpx.HTTPError:
-            answer = "refused"
-        if not seen or seen[-1] != answer:
-            seen.append(answer)
-        if answer == "200":
-            return
-        time.sleep(0.05)
+def answers(profile, base_url: str) -> dict[str, Any]:
+    """What a ready server answers to the requests the plugin sends (a cache flush last)."""
+    native = Workload(api="sglang", output_len=OUTPUT_LEN).item(0).body
+    openai = Workload(api="openai", output_len=OUTPUT_LEN, model=profile.model_argument)
+    seen: dict[str, Any] = {}
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        seen["generate_stream"] = sse(client, "/generate", native)
+        unary = json.loads(native)
+        unary["stream"] = False
+        seen["generate"] = client.post("/generate", json=unary).json()
+        seen["completions_stream"] = sse(client, "/v1/completions", openai.item(0).body)
+        seen["server_info"] = client.get("/server_info").json()
+        flushed = client.post("/flush_cache")
+        seen["flush_cache"] = (flushed.status_code, flushed.text)
+        seen["models"] = client.get("/v1/models").json()
+    return seen
 
 
 def sse(client: httpx.Client, path: str, body: bytes) -> list[Any]:
@@ -69,6 +73,7 @@ def sse(client: httpx.Client, path: str, body: bytes) -> list[Any]:
 
 
 def observe(profile, run_dir: Path) -> Observed:
+    """Launch, watch it load, ask it, stop it: the stand-in's whole life."""
     seen = Observed()
     server = lifecycle.launch(profile, run_dir)
     stop = threading.Event()
@@ -83,18 +88,7 @@ def observe(profile, run_dir: Path) -> Observed:
         seen.children = sorted(
             p.name() for p in psutil.Process(server.process.pid).children(recursive=True)
         )
-        native = Workload(api="sglang", output_len=OUTPUT_LEN).item(0).body
-        openai = Workload(api="openai", output_len=OUTPUT_LEN, model=profile.model_argument)
-        with httpx.Client(base_url=server.base_url, timeout=60) as client:
-            seen.answers["generate_stream"] = sse(client, "/generate", native)
-            unary = json.loads(native)
-            unary["stream"] = False
-            seen.answers["generate"] = client.post("/generate", json=unary).json()
-            seen.answers["completions_stream"] = sse(client, "/v1/completions", openai.item(0).body)
-            seen.answers["server_info"] = client.get("/server_info").json()
-            flushed = client.post("/flush_cache")
-            seen.answers["flush_cache"] = (flushed.status_code, flushed.text)
-            seen.answers["models"] = client.get("/v1/models").json()
+        seen.answers = answers(profile, server.base_url)
     finally:
         stop.set()
         watcher.join()
@@ -106,24 +100,31 @@ def observe(profile, run_dir: Path) -> Observed:
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory) -> Observed:
-    require(PYTHON)
-    require(MODEL_DIR / "model.safetensors")
-    profile = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles["sglang-cpu"]
-    return observe(profile, tmp_path_factory.mktemp("real"))
+def real(shared_server: Shared) -> Observed:
+    """The real SGLang this package's tests share (one load of 40-50 s less): watched while it
+    loaded, asked now; its exit on SIGTERM is checked when the package's tests are done (it
+    must exit 0: tests/sglang_shared.py)."""
+    server = shared_server.server
+    seen = Observed(
+        health_while_loading=list(shared_server.health_while_loading),
+        children=list(shared_server.children),
+    )
+    seen.answers = answers(shared_server.profile, server.base_url)
+    seen.log = server.log_path.read_text(errors="replace") if server.log_path else ""
+    return seen
 
 
 @pytest.fixture(scope="module")
-def standin(tmp_path_factory) -> Observed:
+def standin(tmp_path_factory, shared_server: Shared) -> Observed:
+    """The stand-in at the same release, launched with the shared server's own flags."""
     root = tmp_path_factory.mktemp("standin")
     site = fake_sglang(root, "0.5.23")
-    real_profile = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles["sglang-cpu"]
     profile = replace(
-        real_profile,
+        shared_server.profile,
         python=sys.executable,
         model="standin-model",
         env={"PYTHONPATH": str(site)},
-        args=(*real_profile.args, "--sim-children", "2", "--sim-load-time", "1"),
+        args=(*shared_server.profile.args, "--sim-children", "2", "--sim-load-time", "1"),
     )
     return observe(profile, root)
 
@@ -213,4 +214,5 @@ def test_process_tree_and_exit_on_sigterm_match(real, standin):
     # SGLang: a scheduler and a detokenizer (and multiprocessing's resource tracker).
     assert sum(name.startswith("sglang::") for name in real.children) == 2, real.children
     assert len(standin.children) >= 2, standin.children
-    assert real.exit_code == standin.exit_code == 0
+    # The real one exits 0 on SIGTERM: checked when the shared server stops, after this.
+    assert real.exit_code is None and standin.exit_code == 0
