@@ -1,9 +1,10 @@
-"""The shipped router profile, sglang-cpu-dp2, as a user runs it: two real SGLang 0.5.23 CPU
-workers behind SGLang's real router (sglang-router from PyPI), all launched by the plugin.
+"""The shipped router profile, sglang-cpu-dp2, as a user runs it (runs of 8 requests): two real
+SGLang 0.5.23 CPU workers behind SGLang's real router (sglang-router from PyPI), all launched by
+the plugin.
 
 One short session (one level, two recorded runs: the two workers load in parallel in about 47 s
-on 2 cores, and each run at C = 2 takes about 10 s): the results name both workers, both served
-and had their cache flushed through the router, and no process is left."""
+on 2 cores): the results name both workers, both served and had their cache flushed through the
+router, and no process is left."""
 
 from __future__ import annotations
 
@@ -42,21 +43,23 @@ def leftovers() -> list[str]:
 def test_the_router_profile_serves_through_both_real_workers_and_stops_them(pytester):
     sglang_real.require_router()
     assert not leftovers(), leftovers()
-    pytester.makeini(
-        f"[pytest]\nllmperf_profiles_file = {REPO / 'perf_suites' / 'profiles.toml'}\n"
-        "llmperf_baseline_dir = baselines\n"
-    )
+    pytester.makeini("[pytest]\nllmperf_baseline_dir = baselines\n")
     shutil.copytree(REPO / "perf_suites", pytester.path / "perf_suites",
-                    ignore=shutil.ignore_patterns("profiles.toml", "__pycache__"))  # fmt: skip
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    # The shipped file, its relative paths (../.sglang) resolved as in the checkout, and the
+    # router profile with runs of 8 requests instead of 16 (4 a worker: 16 s of CI less).
+    (pytester.path / ".sglang").symlink_to(REPO / ".sglang", target_is_directory=True)
+    with (pytester.path / "perf_suites" / "profiles.toml").open("a") as profiles:
+        profiles.write('\n[profiles.dp2]\nextends = "sglang-cpu-dp2"\nmin_requests = 8\n')
     result = pytester.runpytest_subprocess(
-        "perf_suites", "--llm-profile=sglang-cpu-dp2", "-k", "output_throughput",
+        "perf_suites", "--llm-profile=dp2", "-k", "output_throughput",
         "--llm-concurrency", "2", "--perf-update", "--perf-update-runs", "2",
         "--perf-json", "out.json", "-p", "no:cacheprovider", timeout=600,
     )  # fmt: skip
     output = result.stdout.str()
     assert result.ret == 0, output[-4000:]
     assert "Traceback" not in output + result.stderr.str()
-    described = json.loads((pytester.path / "out.json").read_text())["profiles"]["sglang-cpu-dp2"]
+    described = json.loads((pytester.path / "out.json").read_text())["profiles"]["dp2"]
     assert described["topology"]["workers"] == 2 and described["topology"]["dp_size"] == 2
     assert [w["version"] for w in described["workers"]] == ["0.5.23", "0.5.23"]
     logs = [Path(w["log"]).read_text(errors="replace") for w in described["workers"]]
