@@ -184,7 +184,7 @@ args = ["--tp-size", "1", "--max-running-requests", "64", "{'", "'.join(FAST_SIM
 env = {{ PYTHONPATH = "{site}" }}
 concurrency = [1]
 runs = 2
-output_len = 32
+output_len = 128
 min_requests = 4
 ready_timeout_s = 30
 shutdown_timeout_s = 5
