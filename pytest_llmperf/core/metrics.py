@@ -65,6 +65,7 @@ __all__ = [
     "meets_slo",
     "accept_length",
     "achieved_concurrency",
+    "client_bound_only",
     "client_checks",
     "client_gap",
     "distribution",
@@ -601,6 +602,11 @@ def client_checks(m: RunMetrics) -> list[str]:
             f"(limit {lag_limit * 1e3:.1f} ms); chunk timestamps are late by that much"
         )
     return problems
+
+
+def client_bound_only(run: RunMetrics) -> bool:
+    """The run's only problems are its client's: nothing the server did made it INVALID."""
+    return bool(run.problems) and all(p.startswith("client-bound") for p in run.problems)
 
 
 #: SLO keys of a profile's ``slo`` table, each judged per request.

@@ -188,6 +188,12 @@ class MeasuredPoint(Point):
     server_profile: dict[str, Any] | None = None
     #: The monotonic clock's reading at the series' t = 0 (more runs add to the same series).
     series_origin: float | None = field(default=None, repr=False)
+    #: Runs measured again because the client, not the server, set their pace: each one's
+    #: number and why (its figures are not among the runs).
+    remeasured: list[str] = field(default_factory=list)
+    #: Every run the point sent, those measured again and the profiled one included: the
+    #: next run's number comes after them, so its requests are new to the prefix cache.
+    runs_sent: int = field(default=0, repr=False)
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -273,6 +279,7 @@ class MeasuredPoint(Point):
                 "message": self.message,
                 "problems": self.problems,
                 "environment_changes": self.environment_changes,
+                "remeasured": self.remeasured,
                 "wall_s": self.wall_s,
                 "server_counters": self.counters,
                 "server_series": self.server_series,

@@ -84,6 +84,9 @@ POINT_FIELDS = {
     "message": "the sentence the test printed",
     "problems": "why the point is INVALID (empty when it is not)",
     "environment_changes": "soft fingerprint keys that differ from the golden's",
+    "remeasured": "runs measured once more because the client, not the server, set their pace "
+    "(a busy moment of a shared runner): each one's number and why; their figures are not "
+    "among `runs` (a run client-bound again stays, and makes the point INVALID)",
     "wall_s": "the server time the point's runs took, warm-up and settles included",
     "server_counters": "the server's own /metrics over the point's runs (null when it serves "
     "none): generated_tokens, prompt_tokens, cached_tokens, requests, queue_time_mean_s, "

@@ -290,6 +290,7 @@ def verdict_lines(results: Results, *, verbose: bool = False) -> list[Line]:
         lines.append(("Changed since the goldens (not blocking):", None))
         lines += [(f"  {profile}: {change}", None) for profile, change in changes]
     lines += [(f"golden: {note}", None) for note in results.golden_notes]
+    lines += remeasured_lines(points)
     if results.unused_goldens:
         how = ":" if verbose else " (-v lists them)."
         lines.append(
@@ -316,6 +317,17 @@ def drift_summary(points: Sequence[Point]) -> str:
         f"; drift gate: {len(drifts)} point(s) moved beyond their margins over the nights, "
         f"since {first['first_bad_date']} UTC{commit} (run {first['first_bad_run']})"
     )
+
+
+def remeasured_lines(points: Sequence[Point]) -> list[Line]:
+    """One line per run measured again because the client held it back: a runner that was
+    busy now and then, worth knowing before it is busy all the time."""
+    return [
+        (f"measured again: {p.node.short_name} {p.label} {why}", None)
+        for p in points
+        if isinstance(p, MeasuredPoint)
+        for why in p.remeasured
+    ]
 
 
 def environment_changes(results: Results) -> list[tuple[str, str]]:
