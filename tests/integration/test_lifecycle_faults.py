@@ -152,7 +152,9 @@ def test_sigterm_mid_measurement_interrupts_the_run_every_time(pytester):
         min_requests = 64
         """,
     )
-    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+    # A session still running 12 s after it began has hung (it is interrupted by 3.1 s):
+    # faulthandler then prints every thread's stack into the output this test fails with.
+    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\nfaulthandler_timeout = 12\n")
     pytester.makepyfile(
         test_perf="""
 def test_long(llmperf, llm_concurrency):
@@ -168,7 +170,12 @@ def test_long(llmperf, llm_concurrency):
         try:
             time.sleep(2.5 + 0.3 * attempt)  # measuring by now (runs of about 8 s)
             proc.send_signal(signal.SIGTERM)
-            out, _ = proc.communicate(timeout=20)
+            try:
+                out, _ = proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+                pytest.fail(f"attempt {attempt}: still running 20 s after SIGTERM:\n{out[-6000:]}")
         finally:
             if proc.poll() is None:
                 proc.kill()

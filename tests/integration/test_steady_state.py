@@ -8,6 +8,7 @@ tokens of the chunks that arrive inside it, so its only error is the chunk cut a
 import pytest
 
 from pytest_llmperf.core import metrics
+from pytest_llmperf.core.verdict import MIN_STAGE, STAGES
 from pytest_llmperf.load.level import SETTLE_S, ClosedPlan
 from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload
@@ -158,7 +159,9 @@ def test_a_windowed_profile_records_few_precise_runs_then_gates_with_two(pyteste
     same.assert_outcomes(passed=2)
     same.stdout.fnmatch_lines(["*sim-window: C = 1, 8; 2 runs per level*"])  # the plan
     points = json.loads((pytester.path / "out.json").read_text())["points"]
-    assert [len(p["values"]) for p in points] == [2, 2]
+    # It starts with 2 runs (the plan above); a busy 2-core host can spread them so that it
+    # tops up through the stages (seen once in a full run: C = 8 to 10 runs, PASS at -0.2 %).
+    assert all(len(p["values"]) in (MIN_STAGE, *STAGES) for p in points), points
     assert {p["verdict"] for p in points} == {"PASS"}
 
     windowed_profiles(pytester, multiplier=0.7)
