@@ -187,13 +187,15 @@ def test_a_server_that_dies_while_loading_fails_fast_with_its_log(pytester, no_l
 
 
 def test_a_server_that_dies_mid_run_fails_that_test_and_skips_the_rest(pytester, no_leftovers):
-    # C=1 uses 1 warm-up + 2 runs x 4 requests; the crash comes during C=2.
+    # C=1 uses 1 warm-up + 2 runs x 4 requests, and up to 8 more where a busy host held the
+    # client back (a run measured again): 9-17 requests. C=2 sends 10 more, so the crash after
+    # 18 comes during C=2 either way.
     no_leftovers.append(
         write_profiles(
             pytester,
             concurrency="[1, 2, 4]",
             runs=2,
-            extra_args='"--sim-crash-after-requests", "10"',
+            extra_args='"--sim-crash-after-requests", "18"',
         )
     )
     pytester.makepyfile(test_perf=THROUGHPUT_SUITE)
@@ -202,7 +204,7 @@ def test_a_server_that_dies_mid_run_fails_that_test_and_skips_the_rest(pytester,
     result.stdout.fnmatch_lines(
         [
             "*sim-base: the server exited with code 1 while it was being measured.*",
-            "*RuntimeError: simulated crash after 10 requests*",
+            "*RuntimeError: simulated crash after 18 requests*",
             "*The remaining tests of profile sim-base are skipped.*",
             "SKIPPED*sim-base: the server exited with code 1 while it was being measured; see *sim-base.log",
         ]
