@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("runs", type=int, nargs="?", default=10)
     parser.add_argument("pytest_args", nargs="*", help="after --: more pytest arguments")
     args = parser.parse_args()
-    from pytest_llmperf.engines.hardware import cpu_facts, cpu_model
+    from pytest_llmperf.host.hardware import cpu_facts, cpu_model
 
     print(f"# pytest perf_suites x {args.runs} on {cpu_model()} ({cpu_facts()['key']})")
     print("| run | exit | seconds | verdicts |\n|---:|---:|---:|---|")

@@ -15,8 +15,8 @@ __all__ = ["LAYERS", "__version__"]
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the pure core: records, metrics, points, verdicts", ("core",)),
     (
-        "shared plumbing, and the simulated server (a program of its own)",
-        ("errors", "files", "sim"),
+        "shared plumbing, the host's instruments, and the simulated server (a program of its own)",
+        ("errors", "files", "host", "sim"),
     ),
     ("configuration as data", ("profiles", "profile_fields", "topology", "secrets", "settings")),
     ("what is specific to each kind of server", ("engines",)),

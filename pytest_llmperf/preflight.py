@@ -10,7 +10,7 @@
 - :func:`load_datasets`: every selected profile's request file is read and checked line by line.
 - :func:`unreachable_server`: the server ``--llm-server-url`` names answers.
 - :func:`runner_health`: the GPUs the launches will use are fit to measure on (memory free,
-  no failing memory, not hot or held back), read through NVML (engines/gpu_health.py).
+  no failing memory, not hot or held back), read through NVML (host/gpu_health.py).
 """
 
 from __future__ import annotations
@@ -133,8 +133,8 @@ def runner_health(selected: list[Profile], settings: Settings) -> list[str]:
         return []
     import os
 
-    from pytest_llmperf.engines import gpu_health
-    from pytest_llmperf.engines.gpu import nvml, visible_indices
+    from pytest_llmperf.host import gpu_health
+    from pytest_llmperf.host.gpu import nvml, visible_indices
 
     with nvml() as (pynvml, why_not):
         if pynvml is None:

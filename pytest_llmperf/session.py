@@ -82,7 +82,7 @@ class LLMPerfSession:
     workloads: dict[tuple[str, str], Workload] = field(default_factory=dict)
     #: What --perf-rename moved, one line per golden file.
     renamed: list[str] = field(default_factory=list)
-    #: The runner health pre-flight's warnings (engines/gpu_health.py), said in the header.
+    #: The runner health pre-flight's warnings (host/gpu_health.py), said in the header.
     health: list[str] = field(default_factory=list)
     #: Tests that need a server profile, collected while there is no profiles file.
     unprofiled_tests: list[str] = field(default_factory=list)

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from pytest_llmperf.engines import shm
+from pytest_llmperf.host import shm
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.servers import lifecycle

@@ -350,7 +350,7 @@ class RunMetrics:
     accept_length_observed: float | None = None
     #: ``accept_length`` per category of the workload's requests, where its dataset names them.
     accept_length_by_category: dict[str, float] | None = None
-    #: The GPUs over the run's window, where NVML is present (engines/gpu_series.py): the
+    #: The GPUs over the run's window, where NVML is present (host/gpu_series.py): the
     #: energy it took, per output token, the tok/s each watt bought, and how a GPU was held
     #: back (power or heat) while it ran.
     energy_j: float | None = None
@@ -652,7 +652,7 @@ LATENCY_METRICS = tuple(
     f"{name}_{q}_s" for name in ("ttft", "itl", "tpot", "e2e") for q in ("p50", "p90", "p99")
 )
 #: Every per-run figure a check can gate, higher is better unless in LATENCY_METRICS.
-#: Figures of the GPUs over a run's window (engines/gpu_series.py), where NVML is present.
+#: Figures of the GPUs over a run's window (host/gpu_series.py), where NVML is present.
 ENERGY_METRICS = ("energy_j_per_token", "tok_s_per_watt")
 METRICS = (
     "output_tok_s",

@@ -3,9 +3,9 @@
 A profile's ``engine = "NAME"`` is the :class:`~.base.Engine` subclass named NAME in module
 ``pytest_llmperf.engines.NAME`` (``sglang``, ``sim``, ``llamacpp``, ``command``, ``remote``), so
 a new engine is one new module here; ``engine = "package.module:Class"`` names a subclass
-anywhere else (a project's own engine, a test's). The other modules are what engines share:
-``base``, ``gpu`` (NVML), ``hardware`` (the golden's hardware key), ``shm`` and SGLang's flags,
-server fields and loading log (``sglang_flags``, ``sglang_args``, ``sglang_log``).
+anywhere else (a project's own engine, a test's). The other modules are what engines share (``base``) and
+SGLang's flags, server fields and loading log (``sglang_flags``, ``sglang_args``,
+``sglang_log``); what the host is and what its GPUs do is :mod:`pytest_llmperf.host`'s.
 
 Nothing here imports the layers above (profiles, servers, load): engine modules are imported on
 first use and are cheap to import.

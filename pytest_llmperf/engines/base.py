@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmperf.core.versions import parse_version
-from pytest_llmperf.engines import hardware as hardware_probe
 from pytest_llmperf.errors import ProfileError
+from pytest_llmperf.host import hardware as hardware_probe
 
 if TYPE_CHECKING:
     from pytest_llmperf.profiles import Profile
@@ -74,7 +74,7 @@ class Engine:
     greedy_api: ClassVar[str | None] = None
     #: Flags the plugin sets itself and a profile's ``args`` may not carry.
     reserved_flags: ClassVar[tuple[str, ...]] = ()
-    #: Whether the server's processes may leave /dev/shm files behind (engines/shm.py).
+    #: Whether the server's processes may leave /dev/shm files behind (host/shm.py).
     leaves_shm: ClassVar[bool] = True
     #: Whether SGLang's router can route to its servers (``router`` in a profile).
     routable: ClassVar[bool] = False

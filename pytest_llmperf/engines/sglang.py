@@ -48,7 +48,8 @@ class SGLangEngine(Engine):
         return super().on_local_gpus(profile) and not sglang_flags.on_cpu(profile.args)
 
     def preflight(self, profile: Profile, env: Mapping[str, str]) -> list[str]:
-        from pytest_llmperf.engines import gpu, sglang_flags
+        from pytest_llmperf.engines import sglang_flags
+        from pytest_llmperf.host import gpu
 
         if sglang_flags.on_cpu(profile.args):
             return []
@@ -95,7 +96,8 @@ class SGLangEngine(Engine):
         return False
 
     def after_stop(self, profile: Profile, pids: Sequence[int]) -> list[str]:
-        from pytest_llmperf.engines import gpu, sglang_flags
+        from pytest_llmperf.engines import sglang_flags
+        from pytest_llmperf.host import gpu
 
         if sglang_flags.on_cpu(profile.args):
             return []

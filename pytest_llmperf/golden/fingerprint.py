@@ -1,7 +1,7 @@
 """Environment fingerprint: what a measurement is comparable with.
 
 - **hard** keys must match a golden's for a verdict (else INCOMPARABLE, with the diff): the
-  hardware (engines/hardware.py: the GPUs, driver, CUDA, power limit and clocks, or the CPU's
+  hardware (host/hardware.py: the GPUs, driver, CUDA, power limit and clocks, or the CPU's
   microarchitecture, vector extensions, cores and memory, or ``sim``), the engine and model, and of
   the server's resolved arguments (SGLang's ``/server_info``) only what decides speed: every
   flag the profile sets, as the server resolved it, and the documented PERFORMANCE_KEYS, which
@@ -30,8 +30,8 @@ from importlib import metadata
 from typing import Any
 
 from pytest_llmperf import __version__, engines
-from pytest_llmperf.engines import hardware as hardware_probe
 from pytest_llmperf.engines.sglang_args import PERFORMANCE_KEYS, canonical
+from pytest_llmperf.host import hardware as hardware_probe
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.topology import TOPOLOGY_HARD_KEYS
 

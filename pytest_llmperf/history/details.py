@@ -15,8 +15,8 @@ from typing import Any
 
 from pytest_llmperf.core.diagnosis import explain
 from pytest_llmperf.core.kernels import stored_shares
-from pytest_llmperf.engines.gpu_series import HELD_BACK
 from pytest_llmperf.history.series import Night
+from pytest_llmperf.host.gpu_series import HELD_BACK
 
 #: Samples a night's server series keeps for its sparkline.
 SPARK = 48

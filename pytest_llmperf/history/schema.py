@@ -94,7 +94,7 @@ points = Table(
     Column("problems", JSON),
     Column("counters", JSON),  # the server's own /metrics, run-scoped deltas
     Column("server_series", JSON),  # its gauges through the runs (servers/series.py); v2
-    Column("gpu_series", JSON),  # NVML through the runs (engines/gpu_series.py); v3
+    Column("gpu_series", JSON),  # NVML through the runs (host/gpu_series.py); v3
     Column("server_profile", JSON),  # a profiled run: trace path, summary (fixtures/profiling); v3
     Column("wall_s", Float),  # the point's server time, all its runs
     UniqueConstraint("run_id", "profile", "key", name="uq_llmperf_point"),

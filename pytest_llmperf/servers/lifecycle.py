@@ -71,7 +71,7 @@ class ServerHandle:
     #: What the launcher changed in or warns about the profile's flags (SGLang version adaptation).
     notes: list[str] = field(default_factory=list)
     sglang_version: str | None = None
-    #: /dev/shm files the server's processes hold (engines/shm.py): removed if they outlive it.
+    #: /dev/shm files the server's processes hold (host/shm.py): removed if they outlive it.
     shm_files: set[str] = field(default_factory=set)
     #: /dev/shm as it was at launch, and when (wall clock): what appears after may be the server's.
     shm_at_launch: set[str] = field(default_factory=set)
@@ -94,7 +94,7 @@ class ServerHandle:
         """Remember the /dev/shm files the server's process tree holds now."""
         import psutil
 
-        from pytest_llmperf.engines import shm
+        from pytest_llmperf.host import shm
 
         if self.process is None:
             return
@@ -256,7 +256,7 @@ def launch(
     log_path = confined(run_dir, f"{name}.log")
     run_dir.mkdir(parents=True, exist_ok=True)
     _write_command(confined(run_dir, f"{name}.cmd"), command, expanded, redactor)
-    from pytest_llmperf.engines import shm
+    from pytest_llmperf.host import shm
 
     shm_at_launch, launched_at = shm.snapshot(), time.time()
     process, writer = _spawn(name, command, env, log_path, redactor)
@@ -477,7 +477,7 @@ def attach(profile: Profile, url: str, *, source: str = "--llm-server-url") -> S
 
 def stop(handle: ServerHandle, grace_s: float | None = None) -> None:
     """SIGTERM the group (SGLang: its launcher), wait ``shutdown_timeout_s``, SIGKILL whatever is
-    left, reap, and remove the /dev/shm files it left (engines/shm.py). A router first, then
+    left, reap, and remove the /dev/shm files it left (host/shm.py). A router first, then
     each of its launched workers."""
     try:
         _stop_one(handle, grace_s)
@@ -548,7 +548,7 @@ def _stop_one(handle: ServerHandle, grace_s: float | None) -> None:
 
     leftovers.forget(handle)
     if engine.leaves_shm:
-        from pytest_llmperf.engines import shm
+        from pytest_llmperf.host import shm
 
         shm.remove_leftovers(
             handle.shm_files | shm.created_since(handle.shm_at_launch, handle.launched_at)

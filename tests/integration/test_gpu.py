@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_llmperf.engines import gpu
 from pytest_llmperf.errors import ServerStartError
+from pytest_llmperf.host import gpu
 
 
 class FakeNVML(types.ModuleType):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_llmperf.engines import gpu_health, hardware
+from pytest_llmperf.host import gpu_health, hardware
 from tests.integration.test_gpu import FakeNVML, install
 
 

@@ -76,7 +76,7 @@ def test_workers_combine_per_sample_and_a_series_keeps_gaps_aligned():
 
 
 def gpu_trace(gpu: int, watts: float, seconds: int, reasons: int = 0) -> list:
-    from pytest_llmperf.engines.gpu_series import GpuSample
+    from pytest_llmperf.host.gpu_series import GpuSample
 
     # One sample a second; the energy counter (mJ) rises by `watts` joules each second.
     return [GpuSample(100.0 + k, gpu, 5e6 + watts * 1000 * k, watts, 1980.0, 61.0, reasons)
@@ -84,7 +84,7 @@ def gpu_trace(gpu: int, watts: float, seconds: int, reasons: int = 0) -> list:
 
 
 def test_a_windows_energy_is_the_counters_rise_summed_over_the_gpus():
-    from pytest_llmperf.engines.gpu_series import window
+    from pytest_llmperf.host.gpu_series import window
 
     samples = gpu_trace(0, 300.0, 20) + gpu_trace(1, 500.0, 20)
     w = window(samples, 102.5, 112.5)  # 10 s, between samples: interpolated
@@ -95,7 +95,7 @@ def test_a_windows_energy_is_the_counters_rise_summed_over_the_gpus():
 
 
 def test_a_gpu_held_back_by_its_power_cap_is_named_with_its_share():
-    from pytest_llmperf.engines.gpu_series import window
+    from pytest_llmperf.host.gpu_series import window
 
     capped = gpu_trace(3, 300.0, 10)
     capped = [s if s.t < 106 else s.__class__(s.t, s.gpu, s.energy_mj, s.power_w, 1400.0, 84.0, 0x4)

@@ -3,7 +3,7 @@ different speeds on get different goldens (both read "AMD EPYC" as their model n
 
 from __future__ import annotations
 
-from pytest_llmperf.engines import hardware
+from pytest_llmperf.host import hardware
 
 MILAN = """processor\t: 0
 vendor_id\t: AuthenticAMD

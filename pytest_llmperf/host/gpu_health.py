@@ -5,7 +5,7 @@ Each GPU the selected profiles will use is read once:
 
 - memory already in use, and by which process; memory held by processes this host cannot
   see (another container) is a **stop**, as are visible holders unless the profile waits for
-  them (``gpu_wait_s``; the launch's own check waits, engines/gpu.py);
+  them (``gpu_wait_s``; the launch's own check waits, host/gpu.py);
 - ECC: uncorrectable errors since the driver loaded, pages waiting to be retired, rows
   waiting to be remapped or a failed remap: the memory is failing, a **stop**;
 - temperature: at or past the slowdown threshold before any load is a **stop**, within
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.engines.gpu_series import HELD_BACK, reasons_call
+from pytest_llmperf.host.gpu_series import HELD_BACK, reasons_call
 
 KMSG = Path("/dev/kmsg")
 #: Held back by the hardware: the GPU cannot give its speed, whatever the load.
@@ -74,7 +74,7 @@ def _read(call: Any, *args: Any) -> Any:
 
 
 def _memory(nv: Any, index: int, handle: Any, waits: bool, health: Health) -> None:
-    from pytest_llmperf.engines.gpu import describe, processes
+    from pytest_llmperf.host.gpu import describe, processes
 
     procs = processes(nv, [index])
     if procs:

@@ -146,7 +146,7 @@ def start_sampler(env: Mapping[str, str], interval_s: float) -> GpuSampler | Non
     environment's, else all); None where NVML is not to be had (no nvidia-ml-py, no driver)."""
     import os
 
-    from pytest_llmperf.engines.gpu import visible_indices
+    from pytest_llmperf.host.gpu import visible_indices
 
     try:
         import pynvml

@@ -40,7 +40,7 @@ def probe(profile_env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def gpu_facts(env: Mapping[str, str]) -> dict[str, Any] | None:
-    from pytest_llmperf.engines.gpu import nvml, visible_indices
+    from pytest_llmperf.host.gpu import nvml, visible_indices
 
     with nvml() as (pynvml, _):
         if pynvml is None:
@@ -105,7 +105,7 @@ def soft_facts() -> dict[str, Any]:
 
 
 def nvidia_versions() -> dict[str, Any]:
-    from pytest_llmperf.engines.gpu import nvml
+    from pytest_llmperf.host.gpu import nvml
 
     with nvml() as (pynvml, _):
         if pynvml is None:
