@@ -16,7 +16,11 @@ names any other subclass, so a new engine is one new file (see
 - how it is stopped and what it leaves behind (:meth:`Engine.stop_signal_to_group`,
   :meth:`Engine.after_stop`, ``leaves_shm``);
 - its fingerprint keys and hardware probe (:meth:`Engine.hardware`,
-  :meth:`Engine.fingerprint_args`, :meth:`Engine.server_version`, :meth:`Engine.binary`);
+  :meth:`Engine.fingerprint_args`, :meth:`Engine.canonical`, ``performance_keys``,
+  ``packages``, :meth:`Engine.server_version`, :meth:`Engine.binary`): what the server says of
+  itself is read by the engine that knows it (SGLang's ``/server_info``, llama.cpp's
+  ``/props``), and a server of no known kind by what it answers (:meth:`Engine.reading`,
+  engines/answers.py);
 - speculative detection (``speculative_flags``, :meth:`Engine.unfair_differences`);
 - what a request must ask for and what its stream reports (:meth:`Engine.request_extras`,
   :meth:`Engine.accept_length_note`, :meth:`Engine.flushes_between_runs`); whether its stream
@@ -37,15 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.errors import ProfileError
 from pytest_llmperf.host import hardware as hardware_probe
 
 if TYPE_CHECKING:
     from pytest_llmperf.profiles import Profile
 
-#: The first SGLang that reports speculative counts over the OpenAI API (when asked).
-SPEC_DETAILS_OVER_OPENAI = (0, 5, 19)
 #: Endpoints a server may describe itself on, asked in this order.
 INFO_PATHS = ("/server_info", "/get_server_info", "/props", "/v1/models")
 
@@ -154,6 +155,12 @@ class Engine:
 
     # -- the fingerprint --------------------------------------------------------------------
 
+    #: Distributions whose installed versions join the soft fingerprint (the serving stack).
+    packages: ClassVar[tuple[str, ...]] = ()
+    #: Resolved server fields that decide speed even when the profile leaves them defaulted:
+    #: hard in every fingerprint of this engine's servers.
+    performance_keys: ClassVar[frozenset[str]] = frozenset()
+
     def hardware(self, profile: Profile) -> dict[str, Any]:
         """What the figures depend on: the GPUs the server uses (NVML), else the CPU. A remote
         server's GPUs cannot be probed from here: its key is ``remote`` (its golden holds for
@@ -162,27 +169,26 @@ class Engine:
             return {"key": "remote"}
         return hardware_probe.probe({**profile.env})
 
+    def reading(self, info: Mapping[str, Any]) -> Engine:
+        """The engine whose readings the server's answers (``info``: what it said on
+        :meth:`info_paths`) are read with: its own by default."""
+        return self
+
     def fingerprint_args(
         self, info: Mapping[str, Any], profile: Profile
     ) -> tuple[dict[str, Any], dict[str, Any], frozenset[str]]:
         """The server's settings as ``(hard, soft, profile_keys)``: what decides speed, the
-        rest, and the server fields the profile's own flags set. By default whatever the server
-        says about itself: SGLang's /server_info, llama.cpp's /props, else the command line."""
-        from pytest_llmperf.engines import sglang_args
-
-        server_info = sglang_info(info)
-        if server_info:
-            return sglang_args.split(server_info, profile.args)
-        props = info.get("/props") or {}
-        if props:
-            return props_args(props), {}, frozenset()
+        rest, and the server fields the profile's own flags set. By default its command line."""
         return {"command": list(profile.command or ()), "args": list(profile.args)}, {}, frozenset()
 
+    def canonical(self, server_args: Mapping[str, Any]) -> dict[str, Any]:
+        """Server fields under the names this engine's latest release gives them (a field a
+        release renamed is compared under its new name); as they are by default."""
+        return dict(server_args)
+
     def server_version(self, info: Mapping[str, Any]) -> str | None:
-        props = info.get("/props") or {}
-        return sglang_info(info).get("version") or (
-            props.get("build_info") if isinstance(props, dict) else None
-        )
+        """The version the server says it is (None: it says none)."""
+        return None
 
     def binary(self, command: Sequence[str]) -> str | None:
         """The file whose digest joins the soft fingerprint (two builds of one version may
@@ -192,49 +198,24 @@ class Engine:
     def info_paths(self) -> tuple[str, ...]:
         return INFO_PATHS
 
+    def summary(self, info: Mapping[str, Any]) -> dict[str, Any]:
+        """What a worker behind a router says of itself that decides its speed ({}: nothing)."""
+        return {}
+
     # -- requests and streams ---------------------------------------------------------------
 
     def request_extras(self, profile: Profile, info: Mapping[str, Any]) -> dict[str, Any]:
-        """What every request must ask for so that the server reports what the metrics need:
-        over the OpenAI API, SGLang sends a speculative server's verify counts only when asked
-        (0.5.19+). Any server that reports an SGLang version on /server_info is asked."""
-        version = parse_version(str(sglang_info(info).get("version")))
-        if (
-            profile.api == "openai"
-            and profile.speculative
-            and version
-            and version >= SPEC_DETAILS_OVER_OPENAI
-        ):
-            return {"return_spec_tokens_details": True}
+        """What every request must ask for so that the server reports what the metrics need."""
         return {}
 
     def accept_length_note(self, profile: Profile, info: Mapping[str, Any]) -> str | None:
         """Where the accept length cannot be had, say so instead of leaving the column empty."""
-        version = parse_version(str(sglang_info(info).get("version")))
-        if (
-            profile.api == "openai"
-            and profile.speculative
-            and version
-            and version < SPEC_DETAILS_OVER_OPENAI
-        ):
-            return (
-                f"accept length cannot be measured over the OpenAI API on SGLang "
-                f"{'.'.join(map(str, version))}: it reports speculative counts there only from "
-                '0.5.19 on. Use api = "sglang" (native /generate) to measure it.'
-            )
         return None
 
     def context_per_request(self, info: Mapping[str, Any]) -> int | None:
-        """The most tokens (prompt and output together) one request may have on this server, as
-        it says: SGLang's ``max_req_input_len`` (its context length less one, or its KV cache's
-        tokens), llama.cpp's context per slot (``-c`` divided by ``-np``). None: not said."""
-        limit = sglang_info(info).get("max_req_input_len")
-        if isinstance(limit, int) and limit > 0:
-            return limit + 1
-        props = info.get("/props") or {}
-        settings = props.get("default_generation_settings") if isinstance(props, dict) else None
-        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-        return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+        """The most tokens (prompt and output together) one request may have on this server,
+        as it says (None: not said)."""
+        return None
 
     def flushes_between_runs(self, profile: Profile, windowed: bool) -> bool:
         """Whether the prefix cache is flushed (``/flush_cache``) before each run: on SGLang's
@@ -260,18 +241,6 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
-
-
-def sglang_info(info: Mapping[str, Any]) -> dict[str, Any]:
-    """SGLang's /server_info (or its deprecated alias) from what a server said of itself."""
-    found = info.get("/server_info") or info.get("/get_server_info") or {}
-    return found if isinstance(found, dict) else {}
-
-
-def props_args(props: dict[str, Any]) -> dict[str, Any]:
-    """What ``/props`` says decides speed: the slots (parallel sequences) and the context size."""
-    settings = props.get("default_generation_settings") or {}
-    return {"total_slots": props.get("total_slots"), "n_ctx": settings.get("n_ctx")}
 
 
 def executable_digest(command: Sequence[str]) -> str | None:

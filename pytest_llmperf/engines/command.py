@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from pytest_llmperf.engines.base import Engine, executable_digest
+from pytest_llmperf.engines.answers import ReadByAnswers
+from pytest_llmperf.engines.base import executable_digest
 from pytest_llmperf.errors import ProfileError
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 COMMAND_PLACEHOLDERS = ("host", "port", "model", "python", "run_dir")
 
 
-class CommandEngine(Engine):
+class CommandEngine(ReadByAnswers):
     name: ClassVar[str] = "command"
     speculative_flags: ClassVar[tuple[str, ...]] = (
         "--speculative-algorithm",

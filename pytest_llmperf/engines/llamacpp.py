@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_llmperf.engines.base import Engine, executable_digest
 from pytest_llmperf.errors import ServerStartError
@@ -59,6 +59,35 @@ class LlamaCppEngine(Engine):
 
     def info_paths(self) -> tuple[str, ...]:
         return ("/props", "/v1/models")
+
+    # -- what the server says of itself (/props) ----------------------------------------------
+
+    def fingerprint_args(
+        self, info: Mapping[str, Any], profile: Profile
+    ) -> tuple[dict[str, Any], dict[str, Any], frozenset[str]]:
+        """What ``/props`` says decides speed: the slots (parallel sequences) and the context
+        size; the command line where it said nothing."""
+        props = info.get("/props") or {}
+        if not isinstance(props, dict) or not props:
+            return super().fingerprint_args(info, profile)
+        settings = props.get("default_generation_settings") or {}
+        return (
+            {"total_slots": props.get("total_slots"), "n_ctx": settings.get("n_ctx")},
+            {},
+            frozenset(),
+        )
+
+    def server_version(self, info: Mapping[str, Any]) -> str | None:
+        props = info.get("/props") or {}
+        build = props.get("build_info") if isinstance(props, dict) else None
+        return str(build) if build else None
+
+    def context_per_request(self, info: Mapping[str, Any]) -> int | None:
+        """llama.cpp's context per slot (``-c`` divided by ``-np``)."""
+        props = info.get("/props") or {}
+        settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
 
 
 def _is_flag(arg: str) -> bool:

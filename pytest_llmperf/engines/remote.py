@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from pytest_llmperf.engines.base import Engine
+from pytest_llmperf.engines.answers import ReadByAnswers
 from pytest_llmperf.errors import ProfileError
 
 if TYPE_CHECKING:
     from pytest_llmperf.profiles import Profile
 
 
-class RemoteEngine(Engine):
+class RemoteEngine(ReadByAnswers):
     name: ClassVar[str] = "remote"
     speculative_flags: ClassVar[tuple[str, ...]] = (
         "--speculative-algorithm",

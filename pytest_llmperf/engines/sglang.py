@@ -16,10 +16,39 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pytest_llmperf.core.versions import parse_version
 from pytest_llmperf.engines.base import Engine, Prepared
 
 if TYPE_CHECKING:
     from pytest_llmperf.profiles import Profile
+
+#: The first SGLang that reports speculative counts over the OpenAI API (when asked).
+SPEC_DETAILS_OVER_OPENAI = (0, 5, 19)
+#: The serving stack whose versions join the soft fingerprint (the server's own version is
+#: ``server_version``): a new FlashInfer or NCCL under the same SGLang is worth seeing.
+PACKAGES = (
+    "sglang",
+    "flashinfer-python",
+    "torch",
+    "nvidia-nccl-cu12",
+    "nvidia-nccl-cu13",
+    "sgl-kernel",
+)
+#: What a worker's summary shows of its /server_info (behind a router).
+SUMMARY_KEYS = (
+    "model_path",
+    "tp_size",
+    "dp_size",
+    "attention_backend",
+    "speculative_algorithm",
+    "max_running_requests",
+)
+
+
+def server_info(info: Mapping[str, Any]) -> dict[str, Any]:
+    """SGLang's /server_info (or its deprecated alias) from what a server said of itself."""
+    found = info.get("/server_info") or info.get("/get_server_info") or {}
+    return found if isinstance(found, dict) else {}
 
 
 class SGLangEngine(Engine):
@@ -33,6 +62,7 @@ class SGLangEngine(Engine):
     profiler: ClassVar[str | None] = "SGLang's /start_profile (torch.profiler)"
     #: The module the interpreter runs (the simulated engine has its own).
     module: ClassVar[str] = "sglang.launch_server"
+    packages: ClassVar[tuple[str, ...]] = PACKAGES
 
     def prepare(self, profile: Profile) -> Prepared:
         from pytest_llmperf.engines import sglang_flags
@@ -109,3 +139,70 @@ class SGLangEngine(Engine):
         from pytest_llmperf.engines.sglang_flags import server_differences
 
         return server_differences(dict(base), dict(spec), skip=skip)
+
+    # -- what the server says of itself (/server_info) ----------------------------------------
+
+    @property
+    def performance_keys(self) -> frozenset[str]:  # type: ignore[override]
+        from pytest_llmperf.engines.sglang_args import PERFORMANCE_KEYS
+
+        return PERFORMANCE_KEYS
+
+    def fingerprint_args(
+        self, info: Mapping[str, Any], profile: Profile
+    ) -> tuple[dict[str, Any], dict[str, Any], frozenset[str]]:
+        """/server_info split into what decides speed and the rest (engines/sglang_args.py);
+        the command line where the server said nothing."""
+        from pytest_llmperf.engines import sglang_args
+
+        found = server_info(info)
+        if not found:
+            return super().fingerprint_args(info, profile)
+        return sglang_args.split(found, profile.args)
+
+    def canonical(self, server_args: Mapping[str, Any]) -> dict[str, Any]:
+        from pytest_llmperf.engines.sglang_args import canonical
+
+        return canonical(server_args)
+
+    def server_version(self, info: Mapping[str, Any]) -> str | None:
+        version = server_info(info).get("version")
+        return str(version) if version is not None else None
+
+    def summary(self, info: Mapping[str, Any]) -> dict[str, Any]:
+        found = server_info(info)
+        return {key: found[key] for key in SUMMARY_KEYS if key in found}
+
+    def request_extras(self, profile: Profile, info: Mapping[str, Any]) -> dict[str, Any]:
+        """Over the OpenAI API, SGLang sends a speculative server's verify counts only when
+        asked (0.5.19+)."""
+        version = parse_version(str(server_info(info).get("version")))
+        if (
+            profile.api == "openai"
+            and profile.speculative
+            and version
+            and version >= SPEC_DETAILS_OVER_OPENAI
+        ):
+            return {"return_spec_tokens_details": True}
+        return {}
+
+    def accept_length_note(self, profile: Profile, info: Mapping[str, Any]) -> str | None:
+        version = parse_version(str(server_info(info).get("version")))
+        if (
+            profile.api == "openai"
+            and profile.speculative
+            and version
+            and version < SPEC_DETAILS_OVER_OPENAI
+        ):
+            return (
+                f"accept length cannot be measured over the OpenAI API on SGLang "
+                f"{'.'.join(map(str, version))}: it reports speculative counts there only from "
+                '0.5.19 on. Use api = "sglang" (native /generate) to measure it.'
+            )
+        return None
+
+    def context_per_request(self, info: Mapping[str, Any]) -> int | None:
+        """SGLang's ``max_req_input_len`` (its context length less one, or its KV cache's
+        tokens), plus the one token it keeps back."""
+        limit = server_info(info).get("max_req_input_len")
+        return limit + 1 if isinstance(limit, int) and limit > 0 else None

@@ -16,7 +16,9 @@
   may block; they are diffed and shown with a failing verdict, new and removed fields counted.
 
 GPU facts come from NVML (``nvidia-ml-py``, optional, imported lazily). Which server fields
-decide speed is the engine's knowledge (engines/sglang_args.py).
+decide speed, under which names, and which packages are its serving stack is the knowledge of
+the engine that read the server (:meth:`~pytest_llmperf.engines.base.Engine.reading`: SGLang's
+/server_info, llama.cpp's /props), kept with the fingerprint as ``reads_as``.
 """
 
 from __future__ import annotations
@@ -30,21 +32,13 @@ from importlib import metadata
 from typing import Any
 
 from pytest_llmperf import __version__, engines
-from pytest_llmperf.engines.sglang_args import PERFORMANCE_KEYS, canonical
+from pytest_llmperf.errors import ProfileError
 from pytest_llmperf.host import hardware as hardware_probe
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.topology import TOPOLOGY_HARD_KEYS
 
 #: How many added, removed or changed server fields a soft diff names before "and N more".
 SOFT_FIELDS_SHOWN = 8
-PACKAGES = (
-    "sglang",
-    "flashinfer-python",
-    "torch",
-    "nvidia-nccl-cu12",
-    "nvidia-nccl-cu13",
-    "sgl-kernel",
-)
 
 
 @dataclass(frozen=True)
@@ -53,6 +47,18 @@ class Fingerprint:
     soft: dict[str, Any] = field(default_factory=dict)
     #: The server fields this profile sets (as field names): hard in every SGLang version.
     profile_keys: frozenset[str] = frozenset()
+    #: The engine whose readings its server fields are ("": the profile's engine): a
+    #: ``command`` or ``remote`` server that answers as SGLang is read as SGLang.
+    reads_as: str = ""
+
+    @property
+    def reader(self) -> engines.Engine:
+        """The engine that knows its server fields' names and which of them decide speed."""
+        name = self.reads_as or str(self.hard.get("engine") or "")
+        try:
+            return engines.get(name)
+        except ProfileError:  # an engine of a project not importable here: its fields as they are
+            return engines.Engine()
 
     @property
     def hardware_key(self) -> str:
@@ -61,7 +67,7 @@ class Fingerprint:
     @property
     def server_args(self) -> dict[str, Any]:
         """Every resolved server field, hard and soft."""
-        return all_server_args(self.hard, self.soft)
+        return all_server_args(self.hard, self.soft, self.reader)
 
     @property
     def comparability_hash(self) -> str:
@@ -69,18 +75,20 @@ class Fingerprint:
         releases (a speedup's golden keeps its base's hash to notice a changed base)."""
         stable = {k: v for k, v in self.hard.items() if k != "server_args"}
         if self.profile_keys and isinstance(self.hard.get("server_args"), dict):
-            args = canonical(self.hard["server_args"])
+            args = self.reader.canonical(self.hard["server_args"])
             stable["server_args"] = {k: args[k] for k in sorted(self.profile_keys) if k in args}
         else:
             stable["server_args"] = self.hard.get("server_args")
         return hashlib.sha256(json.dumps(stable, sort_keys=True).encode()).hexdigest()
 
     def to_json(self) -> dict[str, Any]:
+        """As a golden and the results keep it (``reads_as`` only where it is not the engine)."""
         return {
             "hard": self.hard,
             "soft": self.soft,
             "comparability_hash": self.comparability_hash,
             "profile_keys": sorted(self.profile_keys),
+            **({"reads_as": self.reads_as} if self.reads_as else {}),
         }
 
     @classmethod
@@ -89,6 +97,7 @@ class Fingerprint:
             dict(data["hard"]),
             dict(data.get("soft") or {}),
             frozenset(data.get("profile_keys") or ()),
+            str(data.get("reads_as") or ""),
         )
 
 
@@ -103,8 +112,9 @@ def take(
     servers make one (a router: its policy, worker count and DP size are hard keys, its version
     soft). What each part is comes from the profile's engine (pytest_llmperf/engines/)."""
     engine = engines.of(profile)
+    reader = engine.reading(server_info)
     hardware = engine.hardware(profile)
-    server_args, other, profile_keys = engine.fingerprint_args(server_info, profile)
+    server_args, other, profile_keys = reader.fingerprint_args(server_info, profile)
     hard: dict[str, Any] = {
         "hardware": hardware,
         "engine": profile.engine,
@@ -115,25 +125,29 @@ def take(
         hard["topology"] = {k: v for k, v in topology.items() if k in TOPOLOGY_HARD_KEYS}
     soft: dict[str, Any] = {
         "server_args": other,
-        "server_version": engine.server_version(server_info),
+        "server_version": reader.server_version(server_info),
         "server_binary": engine.binary(command) if command else None,
         "router_version": (topology or {}).get("router_version"),
         "pytest_llmperf": __version__,
         "python": platform.python_version(),
-        "packages": installed_versions(),
+        "packages": installed_versions(reader.packages),
         **hardware_probe.nvidia_versions(),
         **(hardware_probe.soft_facts() if "cpu_arch" in hardware else {}),
         # The host the client (and a simulated engine) ran on, whatever the hardware key.
         "host": hardware_probe.cpu_facts()["key"],
     }
-    return Fingerprint(hard, {k: v for k, v in soft.items() if v not in (None, {})}, profile_keys)
+    soft = {k: v for k, v in soft.items() if v not in (None, {})}
+    reads_as = reader.name if reader is not engine else ""
+    return Fingerprint(hard, soft, profile_keys, reads_as)
 
 
-def all_server_args(hard: Mapping[str, Any], soft: Mapping[str, Any]) -> dict[str, Any]:
+def all_server_args(
+    hard: Mapping[str, Any], soft: Mapping[str, Any], reader: engines.Engine
+) -> dict[str, Any]:
     """The resolved server fields of a fingerprint, wherever they are stored (a golden recorded
-    before the hard/soft split holds all of them under ``hard``)."""
+    before the hard/soft split holds all of them under ``hard``), under ``reader``'s names."""
     hard_args, soft_args = hard.get("server_args"), soft.get("server_args")
-    return canonical(
+    return reader.canonical(
         {
             **(soft_args if isinstance(soft_args, dict) else {}),
             **(hard_args if isinstance(hard_args, dict) else {}),
@@ -151,8 +165,9 @@ def hard_changes(golden: Mapping[str, Any], current: Fingerprint) -> list[str]:
     old, new = golden.get("server_args"), current.hard.get("server_args")
     if not current.profile_keys or not isinstance(old, dict) or not isinstance(new, dict):
         return top + [f"server_args.{line}" for line in diff(_dict(old), _dict(new))]
-    hard_keys = current.profile_keys | PERFORMANCE_KEYS
-    old, new = canonical(old), canonical(new)
+    reader = current.reader
+    hard_keys = current.profile_keys | reader.performance_keys
+    old, new = reader.canonical(old), reader.canonical(new)
     both = {k for k in hard_keys if k in old and k in new}
     return top + [
         f"server_args.{line}" for line in diff({k: old[k] for k in both}, {k: new[k] for k in both})
@@ -166,11 +181,11 @@ def soft_changes(golden: Mapping[str, Any], current: Fingerprint) -> list[str]:
         {k: v for k, v in golden.get("soft", {}).items() if k != "server_args"},
         {k: v for k, v in current.soft.items() if k != "server_args"},
     )
-    old = all_server_args(golden.get("hard", {}), golden.get("soft", {}))
+    old = all_server_args(golden.get("hard", {}), golden.get("soft", {}), current.reader)
     new = current.server_args
     if not old or not new or not current.profile_keys:
         return lines
-    hard_keys = current.profile_keys | PERFORMANCE_KEYS
+    hard_keys = current.profile_keys | current.reader.performance_keys
     added, removed = sorted(set(new) - set(old)), sorted(set(old) - set(new))
     changed = sorted(k for k in set(old) & set(new) if k not in hard_keys and old[k] != new[k])
     if added:
@@ -194,10 +209,11 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def installed_versions() -> dict[str, str]:
-    """Versions of the serving stack importable here (the server's own version is in server_version)."""
+def installed_versions(packages: tuple[str, ...]) -> dict[str, str]:
+    """Versions of the serving stack importable here (the server's own version is in
+    server_version): ``packages``, as the engine names them."""
     found = {}
-    for name in PACKAGES:
+    for name in packages:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -135,28 +135,14 @@ class ServerHandle:
         )
 
     def describe_worker(self) -> dict[str, Any]:
-        """One worker behind a router: its URL, version and what its /server_info says that
-        decides its speed."""
-        from pytest_llmperf.engines.base import sglang_info
-
-        info = sglang_info(self.info)
-        summary = {
-            key: info[key]
-            for key in (
-                "model_path",
-                "tp_size",
-                "dp_size",
-                "attention_backend",
-                "speculative_algorithm",
-                "max_running_requests",
-            )
-            if key in info
-        }
+        """One worker behind a router: its URL, version and what it says of itself that
+        decides its speed (its engine reads it)."""
+        engine = engines.of(self.profile).reading(self.info)
         return self.redactor.data(
             {
                 "url": self.base_url,
-                "version": info.get("version"),
-                "server_info": summary,
+                "version": engine.server_version(self.info),
+                "server_info": engine.summary(self.info),
                 "log": str(self.log_path) if self.log_path else None,
             }
         )

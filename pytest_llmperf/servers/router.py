@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from pytest_llmperf.engines.base import sglang_info
+from pytest_llmperf.engines.sglang import server_info
 from pytest_llmperf.errors import ServerStartError
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.profiles_file import for_its_engine
@@ -176,7 +176,7 @@ def describe(handle: ServerHandle, version: str | None) -> None:
     for worker in handle.workers:
         worker.info = lifecycle.fetch_info(worker)
     handle.info = dict(handle.workers[0].info) if handle.workers else {}
-    dp_sizes = [sglang_info(w.info).get("dp_size") or 1 for w in handle.workers]
+    dp_sizes = [server_info(w.info).get("dp_size") or 1 for w in handle.workers]
     handle.topology = {
         "router": "sglang-router",
         "policy": handle.profile.router.policy,

@@ -128,3 +128,72 @@ def test_health_path_and_speculation_are_fields_with_engine_defaults(tmp_path):
 def test_bad_new_fields_name_the_field(tmp_path, field, expected):
     with pytest.raises(ProfileError, match=expected):
         profiles(tmp_path, f"[profiles.p]\n{field}\n")
+
+
+SGLANG_INFO = {
+    "/server_info": {
+        "version": "0.5.23",
+        "cuda_graph_max_bs": 64,
+        "attention_backend": "fa3",
+        "port": 1234,
+        "log_requests": False,
+    }
+}
+LLAMA_INFO = {
+    "/props": {
+        "total_slots": 4,
+        "build_info": "b7000",
+        "default_generation_settings": {"n_ctx": 512},
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("info", "reads_as", "version", "context"),
+    [
+        (SGLANG_INFO, "sglang", "0.5.23", None),
+        (LLAMA_INFO, "llamacpp", "b7000", 512),
+        ({}, "", None, None),
+    ],
+    ids=["answers-as-sglang", "answers-as-llamacpp", "answers-nothing"],
+)
+def test_a_server_of_no_known_kind_is_read_as_the_engine_its_answers_match(
+    tmp_path, info, reads_as, version, context
+):
+    """A ``command`` server is read by what it answers: SGLang's /server_info (fields under
+    their current names, its performance keys hard), llama.cpp's /props, else its command line."""
+    from pytest_llmperf import engines
+    from pytest_llmperf.golden import fingerprint
+
+    (profile,) = profiles(
+        tmp_path,
+        """
+        [profiles.wrapped]
+        engine = "command"
+        command = ["serve", "--port", "{port}"]
+        args = ["--cuda-graph-max-bs", "64"]
+        """,
+    ).values()
+    engine = engines.of(profile)
+    fp = fingerprint.take(profile, info)
+    assert fp.reads_as == reads_as
+    assert fp.soft.get("server_version") == version
+    assert engine.context_per_request(info) == context
+    if reads_as == "sglang":
+        # Hard: what the profile sets and SGLang's performance keys; the port is volatile.
+        # Hard: what the profile sets, under the name SGLang gave it later, and SGLang's
+        # performance keys; the port describes the process and is dropped.
+        assert fp.hard["server_args"] == {
+            "cuda_graph_max_bs_decode": 64,
+            "attention_backend": "fa3",
+        }
+        assert fp.soft["server_args"] == {"log_requests": False}
+        assert fingerprint.Fingerprint.from_json(fp.to_json()).reader.name == "sglang"
+    elif reads_as == "llamacpp":
+        assert fp.hard["server_args"] == {"total_slots": 4, "n_ctx": 512}
+    else:
+        assert fp.hard["server_args"] == {
+            "command": ["serve", "--port", "{port}"],
+            "args": ["--cuda-graph-max-bs", "64"],
+        }
+        assert "reads_as" not in fp.to_json()
