@@ -5,7 +5,7 @@ The time comes from each level's golden (its recorded output tok/s: a run of N r
 ``output_len`` tokens takes N·output_len ÷ tok/s, plus the warm-up's C short requests); a level
 without a golden is counted but not timed. A profile measured over steady-state windows is
 timed by its windows (and the waits between them) even without a golden. The runs are the
-first stage the golden allows (see :func:`pytest_llmperf.core.verdict.first_stage`); an
+first stage the golden allows (see :func:`pytest_llmperf.core.staging.first_stage`); an
 UNCERTAIN point adds more. Loads are not included: they depend on the engine and the model,
 not on the plan. ``--perf-plan`` prints it and runs nothing.
 """
@@ -17,11 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_llmperf import engines
-from pytest_llmperf.core.verdict import (
-    MIN_STAGE,
+from pytest_llmperf.core.staging import (
     RECORD_MAX_RUNS,
-    RECORD_MIN_RUNS,
     first_stage,
+    pooled_launch_runs,
+    recording_runs,
 )
 from pytest_llmperf.golden.store import GoldenError, golden_path, load
 from pytest_llmperf.history.timing import StoredTimes
@@ -79,9 +79,9 @@ def levels(
         gold = goldens[profile.name].get(c, [])
         up_to = None
         if recording:
-            runs = max(profile.runs, update_runs or RECORD_MIN_RUNS)
-            if update_runs is None and pool and len(gold) >= RECORD_MIN_RUNS:
-                runs = MIN_STAGE  # another launch for a golden that has its runs
+            runs = recording_runs(profile.runs, update_runs)
+            if update_runs is None and pool:
+                runs = pooled_launch_runs(gold, runs)  # another launch for a golden with runs
             if update_runs is None and runs < RECORD_MAX_RUNS:
                 up_to = RECORD_MAX_RUNS
         else:
@@ -183,7 +183,7 @@ def rate_lines(
     out = []
     for name, levels in by_profile.items():
         profile = levels[0][0]
-        runs = max(profile.runs, update_runs or RECORD_MIN_RUNS) if recording else profile.runs
+        runs = recording_runs(profile.runs, update_runs) if recording else profile.runs
         seconds = arrivals = 0.0
         for _, rate in levels:
             lead, window, drain = run_parts(

@@ -268,7 +268,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 points.append(pair)
     settings = state.settings
 
-    rate_plan = plan.rate_lines(rates, recording=settings.update, update_runs=settings.update_runs)
+    rate_plan = plan.rate_lines(
+        rates, recording=settings.recording, update_runs=settings.update_runs
+    )
     if not points:
         for line in rate_plan:
             reporter.write_line(line)
@@ -277,14 +279,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state.plan = plan.levels(
         points,
         settings.baseline_dir,
-        recording=settings.update,
+        recording=settings.recording,
         update_runs=settings.update_runs,
         pool=settings.pool,
         times=times,
     )
     from pytest_llmperf.fixtures.server import unfair_plan_lines
 
-    planned = plan.lines(state.plan, recording=settings.update, times=times)
+    planned = plan.lines(state.plan, recording=settings.recording, times=times)
     for line in [*planned, *rate_plan, *unfair_plan_lines(state)]:
         reporter.write_line(line)
 
@@ -395,13 +397,7 @@ def pytest_terminal_summary(
     session = config.stash.get(SESSION_KEY, None)
     if session is None:
         return
-    if (
-        session.points
-        or session.capacities
-        or session.parities
-        or session.accuracies
-        or session.startups
-    ):
+    if session.has_results:
         _write_summary(terminalreporter, session, exitstatus)
     for failure in session.output_failures:
         terminalreporter.write_line(f"llmperf: NOT WRITTEN: {failure}", red=True)
@@ -412,40 +408,17 @@ def pytest_terminal_summary(
 def _write_summary(
     terminalreporter: pytest.TerminalReporter, session: LLMPerfSession, exitstatus: int
 ) -> None:
-    from pytest_llmperf.render import terminal
+    from pytest_llmperf.render.sections import terminal_blocks
 
     results = session.results(
         whole_suite=session.whole_suite and exitstatus != pytest.ExitCode.INTERRUPTED
     )
-    closed = [p for p in results.points if p.rate is None]
-    rates = [p for p in results.points if p.rate is not None]
-    if closed:
-        terminalreporter.write_sep("=", "llmperf: output throughput per concurrency")
-        for line in terminal.table_lines(closed):
-            terminalreporter.write_line(line)
-    if rates:
-        from pytest_llmperf.render.rates import rate_table_lines
-
-        terminalreporter.write_sep("=", "llmperf: latency per request rate (open loop)")
-        for line in rate_table_lines(rates):
-            terminalreporter.write_line(line)
-    for line in terminal.speculative_lines(results):
-        terminalreporter.write_line(line)
-    for line in terminal.accuracy_lines(results):
-        terminalreporter.write_line(line)
-    for line in terminal.profile_lines(results):
-        terminalreporter.write_line(line)
-    for line in terminal.startup_lines(results):
-        terminalreporter.write_line(line)
-    if results.capacities:
-        from pytest_llmperf.render.rates import capacity_lines
-
-        bases = {p.name: p.base_profile for p in session.selected}
-        for line in capacity_lines(results.capacities, bases):
-            terminalreporter.write_line(line)
     verbose = terminalreporter.config.get_verbosity() > 0
-    for line, color in terminal.verdict_lines(results, verbose=verbose):
-        terminalreporter.write_line(line, **({color: True} if color else {}))
+    for title, lines in terminal_blocks(results, verbose=verbose):
+        if title is not None:
+            terminalreporter.write_sep("=", title)
+        for line, color in lines:
+            terminalreporter.write_line(line, **({color: True} if color else {}))
     if session.servers and not session.settings.server_url:
         terminalreporter.write_line(f"server logs and command lines: {session.run_dir}")
     if session.settings.json_path and not any(

@@ -53,7 +53,7 @@ def unwritable_outputs(
     wanted: list[tuple[Path, bool, str]] = []
     if not settings.server_url:
         wanted.append((settings.run_dir_root, True, "run directory root (llmperf_run_dir)"))
-    if settings.update:
+    if settings.recording:
         for profile in selected:
             if profile.origin == profile.name:
                 wanted.append(
@@ -220,11 +220,10 @@ def open_history(config: pytest.Config, settings: Settings, run_dir: Path) -> Hi
     # it half-imported, and the end of the run (the history's summary) would fail on it.
     import scipy.special  # noqa: F401  (Student's t: pytest_llmperf.core.student)
 
-    mode = "update" if settings.update else "measure" if settings.measure_only else "gate"
     try:
         return HistoryRecorder.start(
             settings.history,
-            mode=mode,
+            mode=settings.mode.value,
             run_dir=run_dir,
             code_dir=Path(config.rootpath),
             command=["pytest", *config.invocation_params.args],

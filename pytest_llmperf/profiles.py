@@ -19,6 +19,7 @@ Every error names the file, the profile, the field and what is allowed.
 from __future__ import annotations
 
 import difflib
+import enum
 import json
 import os
 import re
@@ -69,6 +70,29 @@ PROFILE_NAME_RULE = (
 )
 SECONDS = "a number of seconds > 0"
 SECONDS_OR_ZERO = "a number of seconds >= 0"
+
+
+class CopyKind(enum.Enum):
+    """Why a run measures a profile again under another name (selection.py makes the copies)."""
+
+    #: A recording's later launch (``NAME@launch2``, …): its runs join NAME's golden.
+    LATER_LAUNCH = "later launch"
+    #: A/B/A (``--perf-aba``): the base measured again after its speculative profile, for the
+    #: base's drift between the two; stored, judged by nobody.
+    AFTER = "after"
+
+
+@dataclass(frozen=True)
+class ProfileCopy:
+    """What a profile is a copy of, and why."""
+
+    of: str
+    kind: CopyKind
+
+    @property
+    def records(self) -> bool:
+        """Whether its points are recorded or judged as the original's (else only stored)."""
+        return self.kind is CopyKind.LATER_LAUNCH
 
 
 @dataclass(frozen=True)
@@ -659,17 +683,20 @@ class Profile:
     #: What answers 200 once the server serves: ``health_path``, else a router's
     #: ``/readiness`` (its workers are healthy), else the engine's.
     readiness_path: str = "/health"
-    #: Set on the second copy of a base profile under --perf-aba (A/B/A): its points are
-    #: measured for the drift between the two base measurements, not gated.
-    remeasure_of: str | None = None
-    #: Set on the copies of a profile that a --perf-update records its later launches with
-    #: (``NAME@launch2``, …): their runs join the profile's own golden.
-    launch_of: str | None = None
+    #: Set on a copy the run makes of a profile (a recording's later launch, A/B/A's second
+    #: base): what it is a copy of, and why.
+    copy_of: ProfileCopy | None = None
 
     @property
     def origin(self) -> str:
         """The profile this one is a copy of (A/B/A, a recording's later launch), else itself."""
-        return self.remeasure_of or self.launch_of or self.name
+        return self.copy_of.of if self.copy_of is not None else self.name
+
+    def copy(self, kind: CopyKind, name: str) -> Profile:
+        """This profile measured again under ``name``, as a copy of ``kind``."""
+        from dataclasses import replace
+
+        return replace(self, name=name, copy_of=ProfileCopy(self.name, kind))
 
     @property
     def launches_to_record(self) -> int:

@@ -51,7 +51,7 @@ def select_profiles(settings: Settings) -> tuple[ProfileSet | None, list[Profile
         selected = [replace(p, request_rate=settings.request_rate) for p in selected]
     if settings.aba:
         selected = with_aba_copies(selected)
-    if settings.update and not settings.server_url:
+    if settings.recording and not settings.server_url:
         selected = with_launch_copies(selected, settings.launches)
     return profiles, selected
 
@@ -60,12 +60,14 @@ def with_launch_copies(selected: list[Profile], launches: int | None) -> list[Pr
     """A recording over several launches: after each profile, a copy a launch (``NAME@launch2``,
     …) whose server is launched afresh and whose runs join the profile's golden. ``launches``:
     --perf-update-launches, else each profile's ``record_launches``."""
+    from pytest_llmperf.profiles import CopyKind
+
     out: list[Profile] = []
     for profile in selected:
         out.append(profile)
         count = launches if launches is not None else profile.launches_to_record
         out += [
-            replace(profile, name=f"{profile.name}@launch{k}", launch_of=profile.name)
+            profile.copy(CopyKind.LATER_LAUNCH, f"{profile.name}@launch{k}")
             for k in range(2, count + 1)
         ]
     return out
@@ -73,13 +75,15 @@ def with_launch_copies(selected: list[Profile], launches: int | None) -> list[Pr
 
 def with_aba_copies(selected: list[Profile]) -> list[Profile]:
     """A/B/A: after each speculative profile whose base is selected, a second copy of the base."""
+    from pytest_llmperf.profiles import CopyKind
+
     by_name = {p.name: p for p in selected}
     out: list[Profile] = []
     for profile in selected:
         out.append(profile)
         base = by_name.get(profile.base_profile or "")
         if profile.speculative and base is not None:
-            out.append(replace(base, name=f"{base.name}@after", remeasure_of=base.name))
+            out.append(base.copy(CopyKind.AFTER, f"{base.name}@after"))
     return out
 
 

@@ -1,8 +1,10 @@
 """The plugin's state for one pytest run, kept in ``config.stash``.
 
 It holds the settings, the selected profiles, the run directory, the servers in use, every
-measured point and the goldens read and queued; at the end of the run it writes the queued
-goldens and hands a :class:`~pytest_llmperf.core.results.Results` to the renderers.
+point of every kind (one list: a measured figure, a speedup, a capacity, a startup, an
+accuracy, greedy parity's identical share) and the goldens read and queued; at the end of the
+run it writes the queued goldens and hands a :class:`~pytest_llmperf.core.results.Results` to
+the renderers.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -19,13 +21,10 @@ from pytest_llmperf.settings import Settings
 if TYPE_CHECKING:
     # What the session holds is imported where it is made: a pytest run in a project that
     # only has the plugin installed makes a session and never needs any of it.
-    from pytest_llmperf.core.accuracy import AccuracyPoint
-    from pytest_llmperf.core.capacity import CapacityPoint
     from pytest_llmperf.core.parity import GreedyOutput, PairParity
-    from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
+    from pytest_llmperf.core.points import MeasuredPoint, Point
     from pytest_llmperf.core.results import Results
     from pytest_llmperf.core.speculative import Analysis
-    from pytest_llmperf.core.startup import StartupPoint
     from pytest_llmperf.golden.fingerprint import Fingerprint
     from pytest_llmperf.golden.model import GoldenFile
     from pytest_llmperf.golden.store import PendingFile, PendingPoint
@@ -38,6 +37,8 @@ if TYPE_CHECKING:
     from pytest_llmperf.profiles import Profile, ProfileSet
     from pytest_llmperf.servers.lifecycle import ServerHandle
 
+P = TypeVar("P", bound="Point")
+
 
 @dataclass
 class LLMPerfSession:
@@ -45,21 +46,17 @@ class LLMPerfSession:
     profiles: ProfileSet | None
     selected: list[Profile]
     run_dir: Path
-    points: list[MeasuredPoint] = field(default_factory=list)
-    # The speculative speedup gate's points
-    speedups: list[SpeedupPoint] = field(default_factory=list)
-    #: Capacities under the SLO (llmperf.capacity); not stored in the history.
-    capacities: list[CapacityPoint] = field(default_factory=list)
-    #: Each launch's seconds to ready, judged by ``llmperf.check_startup`` (core/startup.py).
-    startups: list[StartupPoint] = field(default_factory=list)
+    #: Every point of the run, of every kind, in the order they were made (:meth:`record`).
+    points: list[Point] = field(default_factory=list)
     #: Each profile's launch-to-ready seconds this session (None: attached, not launched).
     load_times: dict[str, float | None] = field(default_factory=dict)
-    #: Greedy continuations (llmperf.greedy), by (profile, test function), for greedy parity.
+    #: Greedy continuations (llmperf.greedy), by (profile, test function), for greedy parity:
+    #: what was asked, not a result.
     greedy: dict[tuple[str, str], list[GreedyOutput]] = field(default_factory=dict)
-    #: Greedy parity of each speculative profile against its base (llmperf_parity).
+    #: Greedy parity of each speculative profile against its base (llmperf_parity). Not a
+    #: point: it compares two servers' answers prompt by prompt, with no figure of its own
+    #: and no golden; its figure, the identical share, is a point of the list above.
     parities: list[PairParity] = field(default_factory=list)
-    #: Accuracy on a task set (llmperf.accuracy), per profile.
-    accuracies: list[AccuracyPoint] = field(default_factory=list)
     servers: dict[str, ServerHandle] = field(default_factory=dict)
     fingerprints: dict[str, Fingerprint] = field(default_factory=dict)
     goldens: dict[Path, GoldenFile | None] = field(default_factory=dict)
@@ -98,26 +95,25 @@ class LLMPerfSession:
     def profile(self, name: str) -> Profile:
         return next(p for p in self.selected if p.name == name)
 
-    def record(self, point: MeasuredPoint) -> None:
-        """A point was measured: kept for the results, and stored in the history at once (a
-        run killed later keeps it)."""
+    def record(self, point: Point) -> None:
+        """A point was made: kept for the results, and stored in the history at once where its
+        kind is kept there (a run killed later keeps it)."""
         if not any(p is point for p in self.points):
             self.points.append(point)
         self.store(point)
 
-    def record_capacity(self, point: CapacityPoint) -> None:
-        self.capacities.append(point)
+    def of(self, kind: type[P]) -> list[P]:
+        """The run's points of exactly this kind."""
+        return [p for p in self.points if type(p) is kind]
 
-    def record_startup(self, point: StartupPoint) -> None:
-        self.startups.append(point)
-
-    def record_speedup(self, point: SpeedupPoint) -> None:
-        self.speedups.append(point)
-        self.store(point)
+    @property
+    def has_results(self) -> bool:
+        """Whether the run has anything to show: a point of any kind, or a parity check."""
+        return bool(self.points or self.parities)
 
     def store(self, point: Point) -> None:
         """(Again:) the point as it stands, with more runs or its verdict, into the history."""
-        if self.history is not None and point.values:
+        if self.history is not None and point.in_history and point.values:
             self.history.point(point)
 
     def server_started(
@@ -173,7 +169,7 @@ class LLMPerfSession:
         out = {}
         for profile in self.selected:
             try:
-                found = stored_times(store, profile.name, recording=self.settings.update)
+                found = stored_times(store, profile.name, recording=self.settings.recording)
             except HistoryError:
                 return {}  # the plan falls back on the goldens; the run itself will say more
             if found is not None:
@@ -184,7 +180,9 @@ class LLMPerfSession:
         """The profile whose golden file ``profile``'s points belong to: a recording's later
         launch (``NAME@launch2``) records into NAME's."""
         found = next((p for p in self.selected if p.name == profile), None)
-        return found.launch_of or profile if found is not None else profile
+        if found is None or found.copy_of is None or not found.copy_of.records:
+            return profile
+        return found.copy_of.of
 
     def golden_file(self, profile: str) -> Path:
         from pytest_llmperf.golden.store import golden_path
@@ -227,10 +225,7 @@ class LLMPerfSession:
 
     def unused_goldens(self) -> list[str]:
         """Recorded points of the selected profiles that no test measured in this run."""
-        measured = {
-            (p.profile, p.key)
-            for p in [*self.points, *self.speedups, *self.capacities, *self.startups]
-        }
+        measured = {(p.profile, p.key) for p in self.points}
         unused = []
         for profile in self.servers:
             path = self.golden_file(profile)
@@ -244,6 +239,7 @@ class LLMPerfSession:
         """Each selected speculative profile against its base, when both were measured in this run,
         with the speculative server's own version, draft steps and CUDA-graph limit."""
         from pytest_llmperf.core import speculative
+        from pytest_llmperf.core.points import MeasuredPoint
 
         out = []
         for profile in self.selected:
@@ -260,7 +256,7 @@ class LLMPerfSession:
                     for analysis in speculative.analyse_points(
                         profile.name,
                         profile.base_profile,
-                        self.points,
+                        self.of(MeasuredPoint),
                         sglang_version=fp.soft.get("server_version") if fp else None,
                     )
                 ]
@@ -272,28 +268,25 @@ class LLMPerfSession:
 
         return Results(
             points=list(self.points),
-            speedups=list(self.speedups),
-            capacities=list(self.capacities),
-            startups=list(self.startups),
             parities=list(self.parities),
-            accuracies=list(self.accuracies),
             analyses=self.analyses(),
             golden_notes=list(self.golden_notes),
             # Not when levels were restricted: their other levels are expected to go unused.
             unused_goldens=self.unused_goldens()
             if whole_suite
-            and not self.settings.update
+            and not self.settings.recording
             and self.settings.concurrency is None
             and self.settings.request_rate is None
             else [],
             profiles={
-                p.name: ProfileFacts(p.fail_margin, p.min_requests, p.warmup) for p in self.selected
+                p.name: ProfileFacts(p.fail_margin, p.min_requests, p.warmup, p.base_profile)
+                for p in self.selected
             },
             fingerprints={name: fp.to_json() for name, fp in self.fingerprints.items()},
             servers={name: handle.describe() for name, handle in self.servers.items()},
             run_dir=str(self.run_dir),
             run_id=self.history.run_id if self.history is not None else None,
-            update=self.settings.update,
+            update=self.settings.recording,
         )
 
     def finish(self, exit_status: int = 0) -> int:
@@ -302,7 +295,7 @@ class LLMPerfSession:
         Returns the exit-status bits the run adds: a result that could not be written fails an
         otherwise green run."""
         interrupted = exit_status == pytest.ExitCode.INTERRUPTED
-        if self.settings.update and interrupted:
+        if self.settings.recording and interrupted:
             kept = sum(len(f.points) for f in self.pending.values())
             self.end_notes.append(
                 f"interrupted: no golden was changed (all or nothing); the {kept} points "
@@ -316,7 +309,7 @@ class LLMPerfSession:
                 self._fill_history(recorded)
             except Exception as exc:  # the results files matter more than the series' summary
                 self.end_notes.append(f"the points' history could not be summarised: {exc!r}")
-        if self.points or self.capacities or self.parities or self.accuracies or self.startups:
+        if self.has_results:
             from pytest_llmperf.render import write
 
             settings = self.settings
@@ -342,8 +335,8 @@ class LLMPerfSession:
         for path, pending in self.pending.items() if goldens_recorded else ():
             why = pending.points[0].why if pending.points else "--perf-update"
             recorder.golden_recorded(pending.profile, path, [p.key for p in pending.points], why)
-        for point in [*self.points, *self.speedups]:
-            if point.history is not None or not point.values:
+        for point in self.points:
+            if not point.in_history or point.history is not None or not point.values:
                 continue
             fingerprint = self.fingerprints.get(point.profile)
             series = recorder.series_of(point, fingerprint.hardware_key if fingerprint else None)

@@ -6,6 +6,7 @@ invalid values raise ``pytest.UsageError`` naming the option and what is allowed
 
 from __future__ import annotations
 
+import enum
 import math
 import os
 import re
@@ -16,6 +17,26 @@ from typing import NamedTuple
 import pytest
 
 TRANSPORTS = ("aiohttp", "httpx")
+
+
+class Mode(enum.Enum):
+    """What a run does with the points it measures; fixtures/settle.py is the one place that
+    reads it to decide (the run's other readers decide what to plan, check or write). Its
+    value is what the history store keeps of a run."""
+
+    #: The default: judge every point against its golden (and the history).
+    GATE = "gate"
+    #: ``--perf-update``: record every point into its golden; the run passes.
+    RECORD = "update"
+    #: ``--perf-measure``: measure and write the results (and the history), judge nothing.
+    MEASURE = "measure"
+
+    @property
+    def option(self) -> str:
+        """The option that chooses it (the default has none)."""
+        return {Mode.RECORD: "--perf-update", Mode.MEASURE: "--perf-measure"}.get(self, "")
+
+
 #: --perf-profile-on: which points get one more run with the server's profiler on.
 PROFILE_ON = ("off", "fail", "warn", "always")
 
@@ -278,26 +299,32 @@ class Settings:
     run_dir_root: Path = Path(_default("llmperf_run_dir"))
     transport: str = _default("llmperf_client_transport")
     client_workers: int = int(_default("llmperf_client_workers"))
-    update: bool = False
+    #: What the run does with its points (--perf-update records, --perf-measure only measures).
+    mode: Mode = Mode.GATE
     pool: bool = False
     accept_worse: str | None = None
     baseline_dir: Path = Path(_default("llmperf_baseline_dir"))
-    update_runs: int | None = None  # None: auto (see core/verdict.py, golden_is_precise)
+    update_runs: int | None = None  # None: auto (see core/staging.py, golden_is_precise)
     #: --perf-update-launches: the launches every profile records (None: its record_launches).
     launches: int | None = None
     report_dir: Path | None = None
     benchmark_json: Path | None = None
     aba: bool = False  # --perf-aba: measure each speculative profile's base again after it
     drift_margin: float = float(_default("llmperf_drift_margin"))
-    plan_only: bool = False  # --perf-plan: print the plan, run nothing
+    #: --perf-plan: print the plan of a run in ``mode`` (a recording's, with --perf-update) and
+    #: run nothing. Not a mode of its own: it is a run of a mode that is only planned.
+    plan_only: bool = False
     #: --perf-rename OLD=NEW: goldens of moved test files, carried before the run.
     renames: tuple[tuple[str, str], ...] = ()
     #: --perf-history: a path (resolved) or a database URL, as given.
     history: str | None = None
-    #: --perf-measure: measure and write results, judge nothing, need no golden.
-    measure_only: bool = False
     #: --perf-profile-on: which points get a profiled run (off, fail, warn, always).
     profile_on: str = "off"
+
+    @property
+    def recording(self) -> bool:
+        """Whether the run records goldens (--perf-update)."""
+        return self.mode is Mode.RECORD
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
@@ -353,7 +380,7 @@ class Settings:
             client_workers=_parse_positive(
                 "--llm-client-workers", value("llmperf_client_workers")[0]
             ),
-            update=update,
+            mode=Mode.RECORD if update else Mode.MEASURE if measure_only else Mode.GATE,
             pool=pool,
             accept_worse=accept_worse,
             baseline_dir=baseline_dir,
@@ -368,7 +395,6 @@ class Settings:
             drift_margin=_parse_fraction("--perf-drift-margin", value("llmperf_drift_margin")[0]),
             renames=_parse_renames(config.getoption("llmperf_rename") or []),
             history=_history_store(*value("llmperf_history")),
-            measure_only=bool(measure_only),
             profile_on=_parse_choice(
                 "--perf-profile-on", value("llmperf_profile_on")[0], PROFILE_ON
             ),

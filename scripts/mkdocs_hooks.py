@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import LAYERS, __version__, profile_fields, profiles, scaffold, settings
+from pytest_llmperf.core.figures import FIGURES
 from pytest_llmperf.render import results_json
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
@@ -97,6 +98,23 @@ def _fields(table: dict[str, str]) -> str:
     return "\n".join(rows)
 
 
+def figures_table() -> str:
+    """Every figure a point can be judged on (core/figures.py): a run's, then a point's own."""
+    rows = [
+        "| figure | unit | better | a change is said | what it is "
+        "| needs (without it, the check is skipped saying so) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for f in FIGURES.values():
+        where = "" if f.per_run else " (a point's own, one value a point)"
+        needs = f"{f.needs[0]}: {f.needs[1]}" if f.needs else ""
+        rows.append(
+            f"| `{f.name}` | {f.unit} | {'lower' if f.lower_is_better else 'higher'} | "
+            f"{f.better} / {f.worse} | {f.definition}{where} | {needs} |"
+        )
+    return "\n".join(rows)
+
+
 def init_files_table() -> str:
     rows = ["| file | what it is |", "|---|---|"]
     rows += [f"| `{target}` | {what} |" for target, (_, what) in scaffold.FILES.items()]
@@ -144,6 +162,7 @@ BLOCKS = {
     "results_point_fields": lambda: _fields(results_json.POINT_FIELDS),
     "results_run_fields": lambda: _fields(results_json.RUN_FIELDS),
     "init_files": init_files_table,
+    "figures": figures_table,
     "code_map": code_map,
 }
 #: What only the site shows. The profile fields: a new field is one entry of its table and

@@ -122,8 +122,7 @@ def results(
     }
     # Type: ignore[arg-type]
     return Results(
-        points=points,
-        speedups=speedups or [],
+        points=[*points, *(speedups or [])],
         analyses=analyses,
         profiles=profiles,
         fingerprints=fingerprints,

@@ -64,14 +64,11 @@ def last_number(text: str) -> str | None:
     return normalized(found[-1]) if found else None
 
 
-def load_tasks(path: Path) -> list[Task]:
-    """The items of a JSONL task file; a TaskError names the line and the field to fix."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError(f"{path}: cannot read the task file ({exc})") from None
+def parse_tasks(text: str, path: Path | str) -> list[Task]:
+    """The items of a JSONL task file's ``text`` (read from ``path``); a TaskError names the
+    line and the field to fix."""
     tasks = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

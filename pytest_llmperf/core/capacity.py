@@ -313,14 +313,13 @@ def judge_capacity(
     golden: GoldenRef,
     margins: Margins,
     update_command: str,
-    hosts_figure: str | None = None,
 ) -> Judgement:
     """A capacity judged by its bracket against the golden's rate (lower is worse): FAIL when
     even the lowest rate that broke the SLO (``high``) is below the golden by more than the fail
     margin, WARN beyond the warn margin, IMPROVED when the highest rate that held (``low``) is
-    above it by more than the warn margin, else PASS. No rate that met the SLO: FAIL.
-    ``hosts_figure``: why the capacity is this host's, not the server's (a latency SLO on an
-    engine whose latencies are the host's, against another host's golden): not gated."""
+    above it by more than the warn margin, else PASS. No rate that met the SLO: FAIL. (A
+    capacity under a latency SLO on an engine whose latencies are the host's is the host's
+    figure: core/ungated.py, as for every figure.)"""
     cap = point.capacity
     if cap.low is None:
         lowest = cap.probes[-1]
@@ -352,20 +351,13 @@ def judge_capacity(
             "; not gated: this host's client could not pace a probe above it, so the "
             "capacity here is at least its low, not its measure"
         )
-    if hosts_figure is not None:  # the host's figure, not the server's: reported, not gated
-        outcome = {Outcome.FAIL: Outcome.WARN, Outcome.IMPROVED: Outcome.PASS}.get(outcome, outcome)
-        why += f"; {hosts_figure}"
-    message = (
-        f"{point.label}: {shown} vs golden {gold:,.2f} requests/s "
-        f"({signed_percent(ratio - 1)} %) — {outcome.value}: {why}"
-    )
-    return Judgement(
+    return Judgement.said(
         outcome,
-        message,
+        f"{point.label}: {shown} vs golden {gold:,.2f} requests/s ({signed_percent(ratio - 1)} %)",
+        why,
+        advice=f"\n  Re-record if intended: {update_command}",
         ratio=ratio,
         golden=replace(golden, n=None, fail_margin=fail, warn_margin=warn),
-        failure=f"{message}\n  Re-record if intended: {update_command}",
-        ungated=hosts_figure,
     )
 
 

@@ -14,7 +14,8 @@ on-call engineer reads "memory-bound" or "over capacity" before opening a profil
   slope whose t-test gives p < :data:`ALPHA` (GuideLLM tests the slope of concurrency the
   same way). Arrivals outpace the server: over capacity. A closed loop holds them at C.
 
-A series of fewer than :data:`MIN_SAMPLES` samples says nothing.
+A series of fewer than :data:`MIN_SAMPLES` samples says nothing. :func:`causes` adds what the
+GPUs say: a GPU held back by power or heat during the runs.
 """
 
 from __future__ import annotations
@@ -23,11 +24,32 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_llmperf.core.points import MeasuredPoint, Point
+
 KV_FULL = 0.95
 MOST = 0.5
 MIN_GROWTH = 4.0
 ALPHA = 0.01
 MIN_SAMPLES = 6
+
+
+def causes(point: Point) -> list[str]:
+    """The lines a FAIL or WARN of ``point`` adds from what was sampled through its runs: the
+    server's own cause (:func:`explain`), and a GPU held back by power or heat (slower may be
+    the clocks', not the server's)."""
+    if not isinstance(point, MeasuredPoint):
+        return []
+    lines = []
+    cause = explain(point.server_series)
+    if cause:
+        lines.append(f"the server's own metrics: {cause}")
+    held = sorted({h for run in point.runs for h in run.gpu_held_back})
+    if held:
+        lines.append(
+            f"the GPU was held back during its runs ({'; '.join(held)}): slower may be the "
+            "clocks', not the server's; check the node's power and cooling"
+        )
+    return lines
 
 
 def explain(series: Mapping[str, Any] | None) -> str | None:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from pytest_llmperf.core.figures import figure_of
 from pytest_llmperf.core.format import format_value
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.verdict import Margins, Verdict, describe
@@ -59,6 +60,19 @@ class Judgement:
     failure: str | None = None
     #: Why the point is reported but not gated.
     ungated: str | None = None
+    #: A message said as ``{head} — {OUTCOME}: {reason}`` keeps its parts, so that the rule
+    #: that a figure is the host's (core/ungated.py) can say it again with its outcome changed.
+    head: str | None = None
+    reason: str | None = None
+
+    @classmethod
+    def said(
+        cls, outcome: Outcome, head: str, reason: str, *, advice: str = "", **fields: Any
+    ) -> Judgement:
+        """``{head} — {OUTCOME}: {reason}``, and as the failure with ``advice`` after it."""
+        message = f"{head} — {outcome.value}: {reason}"
+        failure = f"{message}{advice}" if advice else None
+        return cls(outcome, message, failure=failure, head=head, reason=reason, **fields)
 
     @property
     def passed(self) -> bool:
@@ -96,7 +110,7 @@ def invalid(label: str, what: str, problems: Sequence[str]) -> Judgement:
 def against_golden(
     label: str,
     measured: float,
-    unit: str,
+    metric: str,
     verdict: Verdict,
     golden: GoldenRef,
     margins: Margins,
@@ -105,12 +119,22 @@ def against_golden(
     extra: Sequence[str] = (),
     changes: Sequence[str] = (),
 ) -> Judgement:
-    """A statistical verdict said against its golden: ``extra``, lines the history adds (the
-    drift gate, the night-to-night noise); ``changes``, the soft fingerprint keys that changed
-    since the golden, which a failure lists (never blocking)."""
+    """A statistical verdict on ``metric`` (a figure of core/figures.py: its unit and its
+    words) said against its golden: ``extra``, lines the history adds (the drift gate, the
+    night-to-night noise); ``changes``, the soft fingerprint keys that changed since the
+    golden, which a failure lists (never blocking)."""
     assert golden.mean is not None
+    figure = figure_of(metric)
     message = describe(
-        label, measured, golden.mean, verdict, margins.fail, margins.warn, unit=unit, why=ungated
+        label,
+        measured,
+        golden.mean,
+        verdict,
+        margins.fail,
+        margins.warn,
+        unit=figure.unit,
+        why=ungated,
+        words=figure.words,
     ) + "".join(f"\n  {line}" for line in extra)
     changed = "".join(f"\n    {line}" for line in changes)
     return Judgement(
@@ -147,6 +171,27 @@ def not_gated(verdict: Verdict, why: str) -> tuple[Verdict, str]:
     if verdict.outcome is Outcome.IMPROVED:  # no golden of this figure's to refresh for it
         return replace(verdict, outcome=Outcome.PASS), why
     return verdict, why
+
+
+def reported_not_gated(judgement: Judgement, why: str) -> Judgement:
+    """A judgement on a figure that cannot fail its point (``why`` says what, see
+    core/ungated.py): a FAIL is a WARN, an IMPROVED (no golden of the server's to refresh) a
+    PASS, and the message says why."""
+    outcome = {Outcome.FAIL: Outcome.WARN, Outcome.IMPROVED: Outcome.PASS}.get(
+        judgement.outcome, judgement.outcome
+    )
+    if judgement.head is not None and judgement.reason is not None:
+        message = f"{judgement.head} — {outcome.value}: {judgement.reason}; {why}"
+    else:
+        message = f"{judgement.message}; {why}"
+    failure = (
+        judgement.failure.replace(judgement.message, message, 1)
+        if judgement.failure is not None
+        else None
+    )
+    return replace(
+        judgement, outcome=outcome, message=message, failure=failure, ungated=why, reason=None
+    )
 
 
 def not_sustainable(label: str, why: str, rate: float, golden: GoldenRef) -> Judgement:

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from pytest_llmperf.core.figures import FIGURES, NVML, RUN_FIGURES, figure_of
 from pytest_llmperf.core.open_loop_figures import (
     arrival_latencies,
     mean_in_flight,
@@ -648,24 +649,15 @@ def goodput(run: RunRecords, slo: Mapping[str, float]) -> float:
 
 
 #: Latency figures a check can gate (lower is better): ``ttft_p99_s`` is a run's TTFT p99.
-LATENCY_METRICS = tuple(
-    f"{name}_{q}_s" for name in ("ttft", "itl", "tpot", "e2e") for q in ("p50", "p90", "p99")
-)
-#: Every per-run figure a check can gate, higher is better unless in LATENCY_METRICS.
+LATENCY_METRICS = tuple(n for n in RUN_FIGURES if n.endswith(("_p50_s", "_p90_s", "_p99_s")))
 #: Figures of the GPUs over a run's window (host/gpu_series.py), where NVML is present.
-ENERGY_METRICS = ("energy_j_per_token", "tok_s_per_watt")
-METRICS = (
-    "output_tok_s",
-    "request_tok_s",
-    "goodput_req_s",
-    "accept_length",
-    *ENERGY_METRICS,
-    *LATENCY_METRICS,
-)
+ENERGY_METRICS = tuple(n for n in RUN_FIGURES if FIGURES[n].needs == NVML)
+#: Every per-run figure a check can gate (core/figures.py says which way is better).
+METRICS = RUN_FIGURES
 
 
 def lower_is_better(metric: str) -> bool:
-    return metric in LATENCY_METRICS or metric in ("energy_j_per_token", "startup_s")
+    return figure_of(metric).lower_is_better
 
 
 def too_few_samples(run: RunMetrics, metric: str) -> int | None:
@@ -679,10 +671,4 @@ def too_few_samples(run: RunMetrics, metric: str) -> int | None:
 
 def figure(run: RunMetrics, metric: str) -> float:
     """One run's value of ``metric`` (NaN when the run has none, e.g. goodput without an SLO)."""
-    if metric == "request_tok_s":
-        return run.request_tok_s["mean"]
-    if metric in LATENCY_METRICS:
-        name, q, _ = metric.split("_")
-        return getattr(run, f"{name}_s")[q]
-    value = getattr(run, metric)
-    return math.nan if value is None else float(value)
+    return FIGURES[metric].of(run)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
+from pytest_llmperf.core.figures import figure_of
 from pytest_llmperf.core.judgement import GoldenRef
-from pytest_llmperf.core.metrics import RunMetrics, figure, lower_is_better
+from pytest_llmperf.core.metrics import RunMetrics, figure, lower_is_better, too_few_samples
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.stats import Summary, finite_mean, finite_or_none
@@ -41,28 +42,15 @@ class PendingRun:
 
 
 def unit_of(metric: str) -> str:
-    if metric == "speedup":
-        return "x"
-    if metric == "accept_length":  # tokens a verify step yields, the engine's own count
-        return "tok/step"
-    if metric in ("accuracy", "identical_share"):  # a share of the items
-        return "accuracy"
-    if metric == "energy_j_per_token":
-        return "J/tok"
-    if metric == "startup_s":  # launch to ready: seconds, shown as such
-        return "sec"
-    if metric == "tok_s_per_watt":
-        return "tok/s/W"
-    if metric.endswith("_req_s"):
-        return "req/s"
-    if lower_is_better(metric):
-        return "s"
-    return "tok/s"
+    return figure_of(metric).unit
 
 
 @dataclass(kw_only=True)
 class Point:
-    """What both kinds of point share: where they come from and how their check ended."""
+    """What every kind of point shares: where it comes from and how its check ended."""
+
+    #: Whether points of this kind are kept in the history store, night after night.
+    in_history: ClassVar[bool] = False
 
     profile: str
     test: str  # the pytest node id of the test that made the point
@@ -110,6 +98,16 @@ class Point:
     def extra_golden_fields(self) -> dict[str, Any]:
         """Fields its golden point keeps besides the runs (a capacity's bracket)."""
         return {}
+
+    def fewest_samples(self) -> int | None:
+        """The fewest values a run had for the percentile the point is judged on, when too few
+        to estimate it (None: enough, or not a percentile)."""
+        return None
+
+    def behind_schedule(self) -> tuple[float, float]:
+        """How far a simulated server fell behind its own schedule over the point's runs, and
+        the runs' measured seconds ((0, 0): not such a server, or not measured in runs)."""
+        return 0.0, 0.0
 
     def pending_runs(self) -> list[PendingRun]:
         """The point's runs as its golden records them."""
@@ -168,6 +166,8 @@ class Point:
 class MeasuredPoint(Point):
     """The runs one test measured at one concurrency against one server launch."""
 
+    in_history: ClassVar[bool] = True
+
     runs: list[RunMetrics] = field(default_factory=list)
     launch_id: str
     output_len: int
@@ -212,6 +212,14 @@ class MeasuredPoint(Point):
                     "scale (no request met the SLO, or none had this figure)"
                 )
         return out
+
+    def fewest_samples(self) -> int | None:
+        counts = [n for n in (too_few_samples(r, self.metric) for r in self.runs) if n is not None]
+        return min(counts) if counts else None
+
+    def behind_schedule(self) -> tuple[float, float]:
+        behind = (self.counters or {}).get("behind_schedule_s", 0.0)
+        return behind, sum(run.duration_s for run in self.runs)
 
     def for_metric(self, metric: str) -> MeasuredPoint:
         """The same runs, judged on another figure (they share the run list: runs added for one
@@ -293,6 +301,8 @@ class MeasuredPoint(Point):
 @dataclass(kw_only=True)
 class SpeedupPoint(Point):
     """A speculative profile's speedup over its base at one level: per-run ratio samples."""
+
+    in_history: ClassVar[bool] = True
 
     base_profile: str
     samples: tuple[float, ...]

@@ -8,16 +8,15 @@ functions of it, so each can be tested on a hand-built one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from pytest_llmperf.core.accuracy import AccuracyPoint
-from pytest_llmperf.core.capacity import CapacityPoint
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.parity import PairParity
 from pytest_llmperf.core.points import MeasuredPoint, Point, SpeedupPoint
 from pytest_llmperf.core.speculative import Analysis
-from pytest_llmperf.core.startup import StartupPoint
+
+P = TypeVar("P", bound=Point)
 
 
 @dataclass(frozen=True)
@@ -27,20 +26,18 @@ class ProfileFacts:
     fail_margin: float = 0.15
     min_requests: int | None = None
     warmup: bool | None = None
+    #: A speculative profile's base (None: not speculative).
+    base_profile: str | None = None
 
 
 @dataclass
 class Results:
-    points: list[MeasuredPoint] = field(default_factory=list)
-    speedups: list[SpeedupPoint] = field(default_factory=list)
-    #: Capacities under the SLO (core/capacity.py).
-    capacities: list[CapacityPoint] = field(default_factory=list)
-    #: Each launch's startup, against its golden (core/startup.py).
-    startups: list[StartupPoint] = field(default_factory=list)
-    #: Greedy parity of each speculative profile with its base (core/parity.py).
+    #: Every point of the run, of every kind (measured figures, speedups, capacities,
+    #: startups, accuracies, identical shares): :meth:`of` picks a kind.
+    points: list[Point] = field(default_factory=list)
+    #: Greedy parity of each speculative profile with its base (core/parity.py): not a point
+    #: (no figure, no golden); its identical share is among ``points``.
     parities: list[PairParity] = field(default_factory=list)
-    #: Accuracy on a task set, per profile (core/accuracy.py).
-    accuracies: list[AccuracyPoint] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)
     #: One line per golden file change written under --perf-update.
     golden_notes: list[str] = field(default_factory=list)
@@ -56,22 +53,23 @@ class Results:
     run_id: str | None = None
     update: bool = False
 
+    def of(self, kind: type[P]) -> list[P]:
+        """The points of exactly this kind."""
+        return [p for p in self.points if type(p) is kind]
+
     @property
-    def all_points(self) -> list[Point]:
-        shares = [p.share for p in self.parities if p.share is not None]
-        return [
-            *self.points,
-            *self.speedups,
-            *self.capacities,
-            *self.startups,
-            *self.accuracies,
-            *shares,
-        ]
+    def measured(self) -> list[MeasuredPoint]:
+        """The points measured in runs (throughput, latency, a rate level, a second figure)."""
+        return self.of(MeasuredPoint)
+
+    @property
+    def speedups(self) -> list[SpeedupPoint]:
+        return self.of(SpeedupPoint)
 
     def counts(self) -> dict[Outcome, int]:
         """How many points (and parity checks) ended in each outcome, most urgent first."""
         counts: dict[Outcome, int] = {}
-        outcomes = [p.verdict for p in self.all_points] + [p.outcome for p in self.parities]
+        outcomes = [p.verdict for p in self.points] + [p.outcome for p in self.parities]
         for outcome in sorted(outcomes, key=lambda o: o.rank):
             counts[outcome] = counts.get(outcome, 0) + 1
         return counts
@@ -94,7 +92,7 @@ class Results:
 
     def tests(self) -> list[str]:
         """The measuring tests (node ids without parameters), sorted."""
-        return sorted({p.node.without_params for p in self.points})
+        return sorted({p.node.without_params for p in self.measured})
 
     def hardware_key(self, profile: str) -> str | None:
         fp = self.fingerprints.get(profile) or {}

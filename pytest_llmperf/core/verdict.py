@@ -25,11 +25,8 @@ tonight's runs spread far more than the golden's (an F-test at α), their varian
 with the golden's tight one: tonight's own decides (Welch). With one golden launch and no other
 estimate the between part is 0, and the rule is the pooled-variance t-test it was.
 
-How many runs (see :func:`first_stage` and :func:`golden_is_precise`): a run costs GPU time, so
-the first stage is 2 runs when the golden's own spread says 2 already decide (the 99 % bound on
-an unchanged server's ratio lies within a third of the fail margin), else the profile's
-``runs``; a golden is recorded (``--perf-update-runs auto``) with RECORD_MIN_RUNS runs and stops
-there once it is that precise, else goes on, a run at a time, to RECORD_MAX_RUNS.
+How many runs a point gets before its verdict, and a recording before its golden, is
+core/staging.py's.
 """
 
 from __future__ import annotations
@@ -51,49 +48,6 @@ ALPHA = 0.01
 #: not the margin, is what an unchanged server's nights differ by (benchmarks/verdict_power.py).
 FAIL_ALPHA = 0.001
 IMPROVE_MARGIN = 0.10
-#: Candidate runs per stage: a point that is UNCERTAIN gets more runs on the same server.
-STAGES = (3, 6, 10)
-#: The first stage when the golden is precise enough, and a pooled launch's first runs; a
-#: recording starts with RECORD_MIN_RUNS and ends by RECORD_MAX_RUNS.
-MIN_STAGE = 2
-RECORD_MIN_RUNS = 5
-RECORD_MAX_RUNS = 10
-#: Two runs decide when the 99 % half-width of an unchanged server's ratio is at most this
-#: share of the fail margin: a collapse to the margin is then still several half-widths away.
-PRECISION_SHARE = 1 / 3
-
-
-def half_width(golden: Sequence[float], n_new: int, alpha: float = ALPHA) -> float:
-    """The expected one-sided (1 − α) half-width, on the log scale, of the pooled t-bound for
-    ``n_new`` candidate runs against ``golden``, taking the golden's spread as the runs' spread."""
-    import numpy as np
-
-    from pytest_llmperf.core.student import t_quantile
-
-    lg = np.log(np.asarray(golden, dtype=float))
-    n0 = len(lg)
-    if n0 < 2:
-        return math.inf
-    sd = float(lg.std(ddof=1))
-    return t_quantile(1 - alpha, n0 + n_new - 2) * sd * math.sqrt(1 / n_new + 1 / n0)
-
-
-def first_stage(golden: Sequence[float], fail_margin: float, runs: int) -> int:
-    """Runs to measure before the first verdict: MIN_STAGE when the golden (of at least
-    RECORD_MIN_RUNS runs) is precise enough that they decide, else ``runs``."""
-    if runs <= MIN_STAGE or len(golden) < RECORD_MIN_RUNS:
-        return runs
-    precise = half_width(golden, MIN_STAGE) <= PRECISION_SHARE * fail_margin
-    return MIN_STAGE if precise else runs
-
-
-def golden_is_precise(values: Sequence[float], fail_margin: float) -> bool:
-    """Whether a golden being recorded has enough runs: RECORD_MIN_RUNS, and precise enough
-    that a first stage of MIN_STAGE runs decides against it."""
-    return (
-        len(values) >= RECORD_MIN_RUNS
-        and half_width(values, MIN_STAGE) <= PRECISION_SHARE * fail_margin
-    )
 
 
 @dataclass(frozen=True)
@@ -335,27 +289,22 @@ def describe(
     warn_margin: float | None = None,
     unit: str = "tok/s",
     why: str | None = None,
+    words: tuple[str, str] = ("faster", "slower"),
 ) -> str:
     """``eagle3 C=70: 241.3 tok/s vs golden 352.0 (−31.4 %, slower, p=0.0004, n=3 vs 10) —
-    FAIL: slower than the 15 % fail margin``: what moved, which way, and why this verdict."""
-    direction = "slower" if v.worse else "faster"
-    text = (
+    FAIL: significantly slower by more than the 15 % fail margin``: what moved, which way (in
+    the figure's own ``words``, better and worse: an energy per token is not "slower"), and why
+    this verdict."""
+    direction = words[1] if v.worse else words[0]
+    return (
         f"{label}: {format_value(metric_mean, unit)} vs golden {format_value(golden_mean, unit, bare=True)} "
         f"({signed_percent(v.change)} %, {direction}, p={v.p:.2g}, n={v.n_new} vs {v.n_golden}) — "
-        f"{v.name}: {why or _why(v, fail_margin, warn_margin)}"
+        f"{v.name}: {why or _why(v, fail_margin, warn_margin, words)}"
     )
-    return in_words_of(unit, text)
 
 
-def in_words_of(unit: str, text: str) -> str:
-    """A figure that is not a speed (an accept length) moves lower or higher, not slower or
-    faster."""
-    if unit != "tok/step":
-        return text
-    return text.replace("slower", "lower").replace("faster", "higher")
-
-
-def _why(v: Verdict, fail_margin: float, warn_margin: float | None) -> str:
+def _why(v: Verdict, fail_margin: float, warn_margin: float | None, words: tuple[str, str]) -> str:
+    better, worse = words
     fail = f"{fail_margin * 100:g} %"
     launches = (
         f"; this server's launches differ by {v.launch_sd * 100:.1f} % (sd), so a drop under "
@@ -364,7 +313,7 @@ def _why(v: Verdict, fail_margin: float, warn_margin: float | None) -> str:
         else ""
     )
     if v.outcome is Outcome.FAIL:
-        return f"significantly slower by more than the {fail} fail margin"
+        return f"significantly {worse} by more than the {fail} fail margin"
     if v.outcome is Outcome.WARN and v.inconclusive:
         spread = ", tonight's runs spreading far more than the golden's" if v.out_of_line else ""
         return (
@@ -374,17 +323,17 @@ def _why(v: Verdict, fail_margin: float, warn_margin: float | None) -> str:
     if v.outcome is Outcome.WARN and _beyond(v, fail_margin):
         # Past the margin, but not as surely as a FAIL must be: one launch's luck could do it.
         return (
-            f"slower by more than the {fail} fail margin, but not surely enough to FAIL (a FAIL "
+            f"{worse} by more than the {fail} fail margin, but not surely enough to FAIL (a FAIL "
             f"needs p < {FAIL_ALPHA:g}){launches}; the next night will tell"
         )
     if v.outcome is Outcome.WARN:
         warn = f"the {warn_margin * 100:g} % warn margin" if warn_margin else "the warn margin"
-        return f"significantly slower by more than {warn}, within the {fail} fail margin{launches}"
+        return f"significantly {worse} by more than {warn}, within the {fail} fail margin{launches}"
     if v.outcome is Outcome.IMPROVED:
-        return f"significantly faster by more than {IMPROVE_MARGIN * 100:g} %: refresh the golden"
+        return f"significantly {better} by more than {IMPROVE_MARGIN * 100:g} %: refresh the golden"
     if _beyond(v, warn_margin or fail_margin):
         past = f"the {fail} fail margin" if _beyond(v, fail_margin) else "the warn margin"
-        return f"slower by more than {past}, but not significantly (p \u2265 {ALPHA:g}){launches}"
+        return f"{worse} by more than {past}, but not significantly (p \u2265 {ALPHA:g}){launches}"
     return f"within the margins (fails at {fail}){launches}"
 
 

@@ -45,7 +45,7 @@ def render(results: Results) -> dict[str, Any]:
     # A figure checked besides throughput (ttft_p99_s) shares its point's runs: it goes into
     # that point's extra_info, not into a benchmark of its own.
     gated: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for point in results.points:
+    for point in results.measured:
         if point.gated_from is not None:
             gated.setdefault((point.profile, point.test, point.concurrency), {})[point.metric] = {
                 "values": finite_or_none(list(point.values)),
@@ -53,7 +53,7 @@ def render(results: Results) -> dict[str, Any]:
                 "golden_mean": point.golden_mean,
                 "ratio": point.ratio,
             }
-    for point in results.points:
+    for point in results.measured:
         if point.gated_from is not None:
             continue
         if point.problems or not point.runs or not all(_timed(r) for r in point.runs):

@@ -13,11 +13,12 @@ from pathlib import Path
 from pytest_llmperf.core.format import format_value, ms, signed_percent
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.results import Results
+from pytest_llmperf.core.startup import StartupPoint
 from pytest_llmperf.render.terminal import counts_line, speedup_rows
 
 
 def render(results: Results) -> str:
-    points = results.all_points
+    points = results.points
     lines = [
         "# LLM serving performance (pytest-llmperf)",
         "",
@@ -33,7 +34,7 @@ def render(results: Results) -> str:
         lines.append("")
     for test in results.tests():
         rows = sorted(
-            (p for p in results.points if p.node.without_params == test),
+            (p for p in results.measured if p.node.without_params == test),
             key=lambda p: (p.profile, p.concurrency, p.gated_from or ""),
         )
         lines += [
@@ -69,9 +70,9 @@ def render(results: Results) -> str:
         ]
         lines += ["| " + " | ".join(row) + " |" for row in speedup_rows(results, a)]
         lines += ["", f"**Advice:** {a.advice()}", ""]
-    if results.startups:
+    if results.of(StartupPoint):
         lines += ["## Startup (launch to ready)", ""]
-        lines += [f"- {_cell(p.message or p.label)}" for p in results.startups] + [""]
+        lines += [f"- {_cell(p.message or p.label)}" for p in results.of(StartupPoint)] + [""]
     if results.golden_notes:
         lines += ["## Goldens written", ""] + [f"- {_cell(n)}" for n in results.golden_notes] + [""]
     return "\n".join(lines)

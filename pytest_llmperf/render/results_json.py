@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_llmperf.core.results import Results
-from pytest_llmperf.core.speculative import Analysis
 from pytest_llmperf.core.stats import finite_or_none
 
 SCHEMA_VERSION = 1
@@ -67,7 +66,8 @@ POINT_FIELDS = {
     "rate": "an open-loop rate level's requests/s (null in a closed loop)",
     "sustainable": "at a rate level: whether the server kept up with the arrivals in every run "
     "(false: NOT SUSTAINABLE, not a throughput figure); null in a closed loop",
-    "metric": "the figure judged: `output_tok_s`, `request_tok_s`, `ttft_p99_s`, …",
+    "metric": "the figure judged: `output_tok_s`, `request_tok_s`, `ttft_p99_s`, … (every figure, "
+    "its unit and its direction: the table below)",
     "gated_from": "for a figure checked on another point's runs: the metric they were "
     "measured for (null otherwise)",
     "values": "the judged figure of each run",
@@ -158,6 +158,9 @@ RUN_FIELDS = {
 
 
 def render(results: Results, *, created: str) -> dict[str, Any]:
+    """The results JSON: the run's own fields, then one list per section (render/sections.py)."""
+    from pytest_llmperf.render.sections import json_sections
+
     fps = results.fingerprints
     return {
         "schema": SCHEMA_VERSION,
@@ -170,33 +173,5 @@ def render(results: Results, *, created: str) -> dict[str, Any]:
             "comparability_hash": {name: fp["comparability_hash"] for name, fp in fps.items()},
         },
         "profiles": finite_or_none(results.servers),
-        "points": [p.to_json() for p in results.points],
-        "speculative": [_speculative(results, a) for a in results.analyses],
-        "capacity": [finite_or_none(p.to_json()) for p in results.capacities],
-        "startup": [finite_or_none(p.to_json()) for p in results.startups],
-        "accuracy": [finite_or_none(p.to_json()) for p in results.accuracies],
-        "parity": [finite_or_none(p.to_json()) for p in results.parities],
+        **json_sections(results),
     }
-
-
-def _speculative(results: Results, analysis: Analysis) -> dict[str, Any]:
-    gate = {str(p.concurrency): p.to_json() for p in results.speedups_of(analysis)}
-    return finite_or_none(
-        {**analysis.to_json(), "gate": gate, "energy_ratio": _energy(results, analysis)}
-    )
-
-
-def _energy(results: Results, analysis: Analysis) -> dict[str, float] | None:
-    """Per level, the speculative profile's energy per output token ÷ its base's (NVML)."""
-    per_token: dict[tuple[str, int], float] = {}
-    for p in results.points:
-        if p.test == analysis.test and p.gated_from is None and p.rate is None:
-            value = p.run_average(lambda r: r.energy_j_per_token)
-            if value == value:  # a number, not NaN: the runs had energy figures
-                per_token[(p.profile, p.concurrency)] = value
-    ratios = {
-        str(c): per_token[(analysis.profile, c)] / per_token[(analysis.base_profile, c)]
-        for c in sorted({c for _, c in per_token})
-        if (analysis.profile, c) in per_token and (analysis.base_profile, c) in per_token
-    }
-    return ratios or None

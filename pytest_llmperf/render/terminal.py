@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pytest_llmperf.core.accuracy import by_category
+from pytest_llmperf.core.accuracy import AccuracyPoint, by_category
+from pytest_llmperf.core.figures import figure_of
 from pytest_llmperf.core.format import format_value, ms, signed_percent
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
@@ -13,7 +14,6 @@ from pytest_llmperf.core.parity import PairParity
 from pytest_llmperf.core.points import MeasuredPoint, Point
 from pytest_llmperf.core.results import Results
 from pytest_llmperf.core.speculative import Analysis
-from pytest_llmperf.core.verdict import in_words_of
 
 COLUMNS = (
     "profile",
@@ -86,15 +86,17 @@ def drift_cell(point: Point) -> str:
 
 
 def change_cell(point: Point) -> str:
-    """``−3.1 slower``: the mean against the golden's, and which way that is (a latency that
-    rises is slower, a throughput that rises is faster)."""
+    """``−3.1 slower``: the mean against the golden's, and which way that is in the figure's
+    words (a latency that rises is slower, an energy per token that rises is more energy per
+    token)."""
     if point.ratio is None:
         return "-"
     change = point.ratio - 1
     if abs(change) < 0.0005:
         return signed_percent(change)
     worse = change > 0 if point.lower_is_better else change < 0
-    return in_words_of(point.unit, f"{signed_percent(change)} {'slower' if worse else 'faster'}")
+    better, worse_words = figure_of(point.metric).words
+    return f"{signed_percent(change)} {worse_words if worse else better}"
 
 
 def _number(value: float) -> str:
@@ -150,7 +152,7 @@ def accept_category_lines(results: Results) -> list[str]:
     """Per speculative profile whose workload names categories: its accept length per
     category at each level (tokens a verify step, the engine's count over the level's runs)."""
     by_profile: dict[str, list[str]] = {}
-    for point in sorted(results.points, key=lambda p: (p.profile, p.concurrency)):
+    for point in sorted(results.measured, key=lambda p: (p.profile, p.concurrency)):
         if point.gated_from is not None:
             continue
         totals: dict[str, list[float]] = {}
@@ -225,7 +227,7 @@ def parity_lines(results: Results, parity: PairParity) -> list[str]:
 def accuracy_lines(results: Results) -> list[str]:
     """Per profile: its accuracy, by category where the task set names categories."""
     lines = []
-    for point in results.accuracies:
+    for point in results.of(AccuracyPoint):
         cats = by_category(point.tasks, point.outcomes)
         shown = ", ".join(f"{name} {c['correct']}/{c['items']}" for name, c in cats.items() if name)
         lines.append(
@@ -236,11 +238,6 @@ def accuracy_lines(results: Results) -> list[str]:
     return lines
 
 
-def startup_lines(results: Results) -> list[str]:
-    """Each launch's startup, as its check said it (or its seconds, when only measured)."""
-    return [p.message or f"{p.label}: {format_value(p.seconds, p.unit)}" for p in results.startups]
-
-
 def profile_lines(results: Results) -> list[str]:
     """The points profiled once more (--perf-profile-on): each trace and its shares of time
     beside the golden's; a profile whose engine has no profiler, once."""
@@ -248,7 +245,7 @@ def profile_lines(results: Results) -> list[str]:
 
     lines: list[str] = []
     said: set[tuple[str, str]] = set()
-    for p in results.points:
+    for p in results.measured:
         found = p.server_profile
         if not found:
             continue
@@ -269,7 +266,7 @@ def profile_lines(results: Results) -> list[str]:
 def verdict_lines(results: Results, *, verbose: bool = False) -> list[Line]:
     """Counts per verdict, the rows that matter, what was written, and what to do next;
     golden points no test used are counted, and listed when ``verbose``."""
-    points = results.all_points
+    points = results.points
     counts = results.counts()
     lines: list[Line] = [("llmperf verdicts: " + counts_line(counts) + drift_summary(points), None)]
     for p in sorted(points, key=lambda p: p.verdict.rank):
@@ -334,7 +331,7 @@ def environment_changes(results: Results) -> list[tuple[str, str]]:
     """(profile, change) for what differs from the goldens without blocking: new server
     versions, binaries, server fields added or removed. Each change once per profile."""
     seen: dict[tuple[str, str], None] = {}
-    for point in results.all_points:
+    for point in results.points:
         for change in point.environment_changes:
             seen.setdefault((point.profile, change), None)
     return list(seen)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_llmperf.core.capacity import CapacityPoint
 from pytest_llmperf.core.results import Results
 from pytest_llmperf.core.stats import finite_or_none
 from pytest_llmperf.files import confined, write_json_atomic
@@ -87,7 +88,7 @@ def latency_goldens(results: Results, test: str) -> plots.LatencyGoldens:
     """The goldens of the latency figures gated on ``test``'s runs (``ttft_p99_s`` → ttft_s
     p99), by profile and C."""
     found: plots.LatencyGoldens = {}
-    for point in results.points:
+    for point in results.measured:
         parts = point.metric.split("_")  # ttft_p99_s
         if point.node.without_params != test or not (point.gated_from and point.golden_mean):
             continue
@@ -105,12 +106,12 @@ def report_dir(results: Results, directory: Path) -> list[str]:
     # An INVALID point is not a measurement of the server: it is in the table, not on a plot.
     measured = [
         p
-        for p in results.points
+        for p in results.measured
         if p.metric == "output_tok_s" and p.runs and not p.problems and p.rate is None
     ]
     by_rate = [
         p
-        for p in results.points
+        for p in results.measured
         if p.rate is not None and p.gated_from is None and p.runs and not p.problems
     ]
     if plots.available():
@@ -130,9 +131,10 @@ def report_dir(results: Results, directory: Path) -> list[str]:
         if results.analyses:
             images.append(plots.speedup(results.analyses, directory / "speedup.png").name)
         images += series_plots(results, directory)
-        if by_rate or results.capacities:
+        capacities = results.of(CapacityPoint)
+        if by_rate or capacities:
             path = directory / "latency-by-rate.png"
-            images.append(plots.latency_by_rate(by_rate, results.capacities, path).name)
+            images.append(plots.latency_by_rate(by_rate, capacities, path).name)
     else:
         notes.append(
             "plots skipped: matplotlib is not installed (pip install 'pytest-llmperf[report]')"
@@ -155,7 +157,7 @@ def series_plots(results: Results, directory: Path) -> list[str]:
 
     names: list[str] = []
     drawn: set[tuple[str, str, int, float | None]] = set()
-    for point in results.points:
+    for point in results.measured:
         where = (point.profile, point.test, point.concurrency, point.rate)
         if point.verdict not in (Outcome.FAIL, Outcome.WARN) or not point.server_series:
             continue

@@ -144,3 +144,54 @@ def test_a_gpu_at_its_power_cap_is_flagged_in_the_run_and_the_verdict(pytester, 
         ["*the GPU was held back during its runs (GPU 1: power cap (software) in 100% of "
          "samples): slower may be the clocks', not the server's*"]
     )  # fmt: skip
+
+
+ENERGY_ONLY = """
+def test_output_throughput(llmperf, llm_concurrency):
+    point = llmperf.measure(concurrency=llm_concurrency)
+    llmperf.check(point, metric="energy_j_per_token")
+"""
+
+
+def energy_project(pytester) -> tuple[str, ...]:
+    write_profiles(pytester, concurrency="[4]", output_len=128, runs=3, min_requests=8)
+    (pytester.path / "profiles.toml").write_text(
+        (pytester.path / "profiles.toml")
+        .read_text()
+        .replace("min_requests = 8\n", "min_requests = 8\nmetrics_interval_s = 0.05\n", 1)
+    )
+    pytester.makepyfile(test_perf=ENERGY_ONLY)
+    return ("--llm-profile", "sim-base", "-p", "no:randomly", "--perf-json", "out.json")
+
+
+def test_more_energy_per_token_fails_in_the_words_of_energy(pytester, nvml):
+    """The same watts over fewer tokens: energy per token rises, and the FAIL says it as
+    energy ("more energy per token"), not as speed."""
+    nvml()
+    args = energy_project(pytester)
+    pytester.runpytest(*args, "--perf-update").assert_outcomes(passed=1)
+    (pytester.path / "profiles.toml").write_text(
+        (pytester.path / "profiles.toml")
+        .read_text()
+        .replace('"--sim-speed", "20"', '"--sim-speed", "20", "--sim-throughput-multiplier", "0.6"')
+    )
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(failed=1)
+    (point,) = [p for p in json.loads((pytester.path / "out.json").read_text())["points"]
+                if p["metric"] == "energy_j_per_token"]  # fmt: skip
+    assert point["verdict"] == "FAIL" and point["ratio"] > 1.5
+    assert ", more energy per token," in point["message"]
+    assert "significantly more energy per token by more than" in point["message"]
+    assert "slower" not in point["message"]
+
+
+def test_without_nvml_the_energy_check_is_skipped_saying_why(pytester, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml fails: no NVML here
+    args = energy_project(pytester)
+    result = pytester.runpytest(*args, "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        ["SKIPPED *sim-base C=4 energy_j_per_token: NVML did not read the server's GPUs here*"]
+    )
+    (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+    assert point["metric"] == "output_tok_s" and point["verdict"] is None  # measured, not gated

@@ -8,7 +8,7 @@ tokens of the chunks that arrive inside it, so its only error is the chunk cut a
 import pytest
 
 from pytest_llmperf.core import metrics
-from pytest_llmperf.core.verdict import MIN_STAGE, STAGES
+from pytest_llmperf.core.staging import MIN_STAGE, STAGES
 from pytest_llmperf.load.level import SETTLE_S, ClosedPlan
 from pytest_llmperf.load.workers import measure
 from pytest_llmperf.load.workload import Workload

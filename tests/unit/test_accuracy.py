@@ -10,10 +10,10 @@ from pytest_llmperf.core.accuracy import (
     decide,
     describe,
     last_number,
-    load_tasks,
     mcnemar_p,
     wilson_interval,
 )
+from pytest_llmperf.fixtures.accuracy import load_tasks
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.points import SpeedupPoint
 from pytest_llmperf.core.verdict import Margins
 from pytest_llmperf.fixtures import LLMPerfFixture, LLMPerfSpeedupFixture, MarkerOptions, margins
 from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.session import LLMPerfSession
-from pytest_llmperf.settings import Settings
+from pytest_llmperf.settings import Mode, Settings
 from tests.builders import TEST, golden_file, measured
 
 HARD = {"hardware": {"key": "sim"}}
@@ -86,7 +87,7 @@ def test_llmperf_check_fails_an_invalid_point_before_looking_at_goldens(session)
 
 
 def test_llmperf_check_under_update_queues_the_point(session):
-    session.settings = Settings(baseline_dir=session.settings.baseline_dir, update=True)
+    session.settings = Settings(baseline_dir=session.settings.baseline_dir, mode=Mode.RECORD)
     point = measured("sim-base", 4, [100.0, 102.0])
     LLMPerfFixture(session.profile("sim-base"), None, session, point.test).check(point)  # type: ignore[arg-type]
     (pending,) = session.pending.values()
@@ -126,7 +127,7 @@ def test_speedup_samples_pair_the_runs_and_pass_against_the_golden_speedup(sessi
         and point.label == "sim-spec vs sim-base C=4"
         and point.unit == "x"
     )
-    assert session.speedups == [point]
+    assert session.of(SpeedupPoint) == [point]
 
 
 def test_a_speedup_is_invalid_when_the_base_drifted_between_its_two_measurements(session):

@@ -54,7 +54,7 @@ def mixed():
 
 
 def test_table_rows_are_sorted_and_show_figures_golden_delta_and_verdict(mixed):
-    lines = terminal.table_lines(mixed.points)
+    lines = terminal.table_lines(mixed.measured)
     assert lines[0].split()[:3] == ["profile", "test", "C"]
     assert set(lines[1]) == {"-", " "}
     rows = [line.split() for line in lines[2:]]
@@ -164,7 +164,7 @@ def test_results_json_is_strict_json_with_points_speculative_gate_and_fingerprin
     point = measured("p", 1, [100.0])
     point.runs[0].ttft_s["p50"] = math.nan  # a figure no request had
     data = strict_json(
-        results_json.render(results([*mixed.points, point], mixed.speedups), created="now")
+        results_json.render(results([*mixed.measured, point], mixed.speedups), created="now")
     )
     assert data["schema"] == 1 and data["created"] == "now" and data["run_dir"] == "/tmp/run"
     assert data["fingerprint"]["hard"]["sim-base"] == {"hardware": {"key": "sim"}}
@@ -217,7 +217,7 @@ def test_plots_are_png_files(tmp_path, mixed):
 
     if not plots.available():
         pytest.skip("matplotlib is not installed")
-    valid = [p for p in mixed.points if not p.problems]
+    valid = [p for p in mixed.measured if not p.problems]
     paths = [
         plots.throughput(valid, {"sim-base": 0.15}, tmp_path / "t.png"),
         plots.latency(valid, tmp_path / "l.png"),

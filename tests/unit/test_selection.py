@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from pytest_llmperf.profiles import CopyKind, ProfileCopy
 from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.selection import select_profiles, speedup_params, with_aba_copies
 from pytest_llmperf.settings import Settings
@@ -61,11 +62,12 @@ def test_a_wrong_selection_is_a_usage_error(profiles_file, kwargs, message):
 def test_aba_measures_the_base_again_after_its_speculative_profile(profiles_file):
     profiles = load_profiles(profiles_file)
     out = with_aba_copies(profiles.select(["base", "spec"]))
-    assert [(p.name, p.remeasure_of) for p in out] == [
+    assert [(p.name, p.copy_of) for p in out] == [
         ("base", None),
         ("spec", None),
-        ("base@after", "base"),
+        ("base@after", ProfileCopy("base", CopyKind.AFTER)),
     ]
+    assert not out[-1].copy_of.records  # measured for the base's drift, judged by nobody
 
 
 def test_speedup_params_cover_the_levels_both_measure_or_skip_saying_how_to_select_a_pair(

@@ -12,7 +12,7 @@ from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.golden.store import PendingPoint, PendingRun
 from pytest_llmperf.profiles import Profile
 from pytest_llmperf.session import LLMPerfSession
-from pytest_llmperf.settings import Settings
+from pytest_llmperf.settings import Mode, Settings
 from tests.builders import golden_file, measured, speedup
 
 SPEC_ARGS = ("--speculative-algorithm", "EAGLE3")
@@ -93,15 +93,17 @@ def test_analyses_pair_each_speculative_profile_with_its_base(session):
 def test_results_report_unused_goldens_only_for_a_whole_suite_that_gates(
     session, whole_suite, update, unused_shown
 ):
-    session.settings = settings(Path(session.run_dir).parents[1], update=update)
+    mode = Mode.RECORD if update else Mode.GATE
+    session.settings = settings(Path(session.run_dir).parents[1], mode=mode)
     point = measured("sim-base", 1, [100.0], outcome=Outcome.PASS)
-    session.points.append(point)
-    session.speedups.append(speedup("sim-spec", "sim-base", 1, [1.1]))
+    gate = speedup("sim-spec", "sim-base", 1, [1.1])
+    session.points += [point, gate]
     session.servers["sim-base"] = type("Handle", (), {"describe": lambda self: {"engine": "sim"}})()
     session.goldens[session.golden_file("sim-base")] = golden_file({"t.py::test_gone[C=5]": [1.0]})
     results = session.results(whole_suite=whole_suite)
     assert bool(results.unused_goldens) is unused_shown
-    assert results.points == [point] and len(results.speedups) == 1
+    assert results.points == [point, gate] and results.measured == [point]
+    assert results.speedups == [gate]
     assert results.servers == {"sim-base": {"engine": "sim"}}
     assert (
         results.profiles["sim-spec"].fail_margin == 0.15

@@ -275,3 +275,53 @@ def test_no_module_outside_engines_tests_an_engine_by_name():
 def test_every_module_says_what_it_holds(path):
     """The code map (docs/explanation/code-layout.md) is made of these docstrings."""
     assert (ast.get_docstring(tree(path)) or "").strip(), f"{label(path)} has no docstring"
+
+
+#: The one module that reads the run's mode to decide what a run does with a point.
+SETTLE = "fixtures/settle.py"
+#: The run as a whole: it reads the mode to select launches, pre-flight, plan and write the run,
+#: never to decide what happens to one point.
+THE_RUN = ("settings", "selection", "preflight", "plan", "session", "progress", "plugin",
+           "__main__", "scaffold", "merge", "bisect")  # fmt: skip
+
+
+def reads_the_mode(node: ast.AST) -> bool:
+    """``settings.mode``, ``settings.recording`` or the ``Mode`` enum itself."""
+    if isinstance(node, ast.Attribute) and node.attr in ("mode", "recording"):
+        return "settings" in ast.unparse(node.value)
+    return isinstance(node, ast.Name) and node.id == "Mode"
+
+
+def test_the_run_mode_decides_a_points_fate_in_the_settle_alone():
+    """What a run does with a point (store it, record it, judge it) is decided by one switch,
+    ``fixtures/settle.py``; no module that measures, checks, judges or renders a point reads the
+    mode (the run as a whole does, to plan and write)."""
+    found = [
+        f"{label(path)}:{node.lineno}: {ast.unparse(node)}"
+        for path in sources()
+        if label(path) != SETTLE and part(module_name(path)) not in THE_RUN
+        for node in ast.walk(tree(path))
+        if reads_the_mode(node)
+    ]
+    assert not found, "\n".join(found)
+
+
+#: What opening a file looks like: ``open(…)``, ``os.open(…)``, ``path.read_text()``, ….
+FILE_CALLS = ("open", "read_text", "read_bytes", "write_text", "write_bytes")
+
+
+def test_the_core_opens_no_file():
+    """core/ is pure: what a measurement is and what it means, from values handed to it. What
+    is read from disk is read above it (load/, golden/, fixtures/) and handed down."""
+    found = []
+    for path in sources():
+        if part(module_name(path)) != "core":
+            continue
+        for node in ast.walk(tree(path)):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name in FILE_CALLS:
+                found.append(f"{label(path)}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "\n".join(found)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.core.format import signed_percent
-from pytest_llmperf.core.verdict import LaunchSpread, decide, describe
+from pytest_llmperf.core.metrics import lower_is_better
+from pytest_llmperf.core.verdict import LaunchSpread, Margins, decide, describe
 
 GOLD = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]  # CV ~0.6 %
 M = {"fail_margin": 0.15, "warn_margin": 0.05}
@@ -72,7 +73,7 @@ def test_message_says_what_by_how_much_and_the_margin():
 
 
 def test_a_precise_golden_lets_two_runs_decide_a_noisy_one_keeps_the_profiles_runs():
-    from pytest_llmperf.core.verdict import first_stage, half_width
+    from pytest_llmperf.core.staging import first_stage, half_width
 
     # 99 % half-width with 2 runs vs 10 at CV 0.6 %: t(0.99, 10) · 0.006 · √(1/2 + 1/10) ≈ 1.3 %.
     assert half_width(GOLD, 2) == pytest.approx(0.013, abs=0.002)
@@ -84,7 +85,7 @@ def test_a_precise_golden_lets_two_runs_decide_a_noisy_one_keeps_the_profiles_ru
 
 
 def test_a_recording_stops_at_five_runs_once_precise_and_not_before():
-    from pytest_llmperf.core.verdict import golden_is_precise
+    from pytest_llmperf.core.staging import golden_is_precise
 
     assert not golden_is_precise(GOLD[:4], 0.15)  # precise, but fewer than RECORD_MIN_RUNS
     assert golden_is_precise(GOLD[:5], 0.15)
@@ -206,10 +207,36 @@ def test_an_accept_length_below_the_floor_fails_and_one_at_it_holds():
     assert below_floor("eagle3 C=70 accept_length", 2.8, 2.8, 3) is None
 
 
-def test_an_accept_length_moves_lower_or_higher_not_slower():
+def said(metric: str, new: list[float], golden: list[float]) -> str:
+    """A verdict on ``metric`` said as a failing check says it (its unit and words from the
+    table of figures)."""
+    from pytest_llmperf.core.judgement import GoldenRef, against_golden
+
     v = decide(
-        [2.0, 2.01, 2.0], [3.0, 3.01, 2.99], fail_margin=0.15, warn_margin=0.05, last_stage=True
+        new,
+        golden,
+        fail_margin=0.15,
+        warn_margin=0.05,
+        last_stage=True,
+        lower_is_better=lower_is_better(metric),
     )
-    text = describe("spec C=1 accept_length", 2.0, 3.0, v, 0.15, unit="tok/step")
+    ref = GoldenRef(mean=sum(golden) / len(golden))
+    return against_golden(
+        f"spec C=1 {metric}", sum(new) / len(new), metric, v, ref, Margins(0.15, 0.05)
+    ).message
+
+
+def test_an_accept_length_moves_lower_or_higher_not_slower():
+    text = said("accept_length", [2.0, 2.01, 2.0], [3.0, 3.01, 2.99])
     assert "2.00 tok/step vs golden 3.00" in text and ", lower," in text
     assert "slower" not in text and "significantly lower by more than" in text
+
+
+def test_energy_per_token_rises_as_more_energy_per_token_not_slower():
+    """The H200's 30 % slowdown: 3.78 J/token recorded, 5.45 tonight (+44 %)."""
+    text = said("energy_j_per_token", [5.44, 5.45, 5.45], [3.77, 3.78, 3.79])
+    assert "J/tok vs golden 3.780" in text and "+44." in text
+    assert ", more energy per token," in text and "significantly more energy per token" in text
+    assert "slower" not in text and "faster" not in text
+    better = said("energy_j_per_token", [3.0, 3.01, 3.0], [3.77, 3.78, 3.79])
+    assert ", less energy per token," in better and "IMPROVED" in better

@@ -1,0 +1,100 @@
+"""How many runs: a point's before its verdict, and a recording's before its golden is written.
+
+A run costs GPU time, so the first stage is 2 runs when the golden's own spread says 2 already
+decide (the 99 % bound on an unchanged server's ratio lies within a third of the fail margin),
+else the profile's ``runs``; a point whose verdict is UNCERTAIN gets more runs on the same
+server, stage by stage (3 → 6 → 10, :data:`STAGES`). A golden is recorded
+(``--perf-update-runs auto``) with RECORD_MIN_RUNS runs and stops there once it is that precise,
+else goes on, a run at a time, to RECORD_MAX_RUNS. Which of these a run does is its mode's
+(fixtures/settle.py); the rules are here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pytest_llmperf.core.verdict import ALPHA
+
+#: Candidate runs per stage: a point that is UNCERTAIN gets more runs on the same server.
+STAGES = (3, 6, 10)
+#: The first stage when the golden is precise enough, and a pooled launch's first runs; a
+#: recording starts with RECORD_MIN_RUNS and ends by RECORD_MAX_RUNS.
+MIN_STAGE = 2
+RECORD_MIN_RUNS = 5
+RECORD_MAX_RUNS = 10
+#: Two runs decide when the 99 % half-width of an unchanged server's ratio is at most this
+#: share of the fail margin: a collapse to the margin is then still several half-widths away.
+PRECISION_SHARE = 1 / 3
+
+
+def half_width(golden: Sequence[float], n_new: int, alpha: float = ALPHA) -> float:
+    """The expected one-sided (1 − α) half-width, on the log scale, of the pooled t-bound for
+    ``n_new`` candidate runs against ``golden``, taking the golden's spread as the runs' spread."""
+    import numpy as np
+
+    from pytest_llmperf.core.student import t_quantile
+
+    lg = np.log(np.asarray(golden, dtype=float))
+    n0 = len(lg)
+    if n0 < 2:
+        return math.inf
+    sd = float(lg.std(ddof=1))
+    return t_quantile(1 - alpha, n0 + n_new - 2) * sd * math.sqrt(1 / n_new + 1 / n0)
+
+
+def first_stage(golden: Sequence[float], fail_margin: float, runs: int) -> int:
+    """Runs to measure before the first verdict: MIN_STAGE when the golden (of at least
+    RECORD_MIN_RUNS runs) is precise enough that they decide, else ``runs``."""
+    if runs <= MIN_STAGE or len(golden) < RECORD_MIN_RUNS:
+        return runs
+    precise = half_width(golden, MIN_STAGE) <= PRECISION_SHARE * fail_margin
+    return MIN_STAGE if precise else runs
+
+
+def golden_is_precise(values: Sequence[float], fail_margin: float) -> bool:
+    """Whether a golden being recorded has enough runs: RECORD_MIN_RUNS, and precise enough
+    that a first stage of MIN_STAGE runs decides against it."""
+    return (
+        len(values) >= RECORD_MIN_RUNS
+        and half_width(values, MIN_STAGE) <= PRECISION_SHARE * fail_margin
+    )
+
+
+def is_last_stage(runs: int) -> bool:
+    """Whether ``runs`` runs are the last stage: no more are added for an UNCERTAIN verdict."""
+    return runs >= STAGES[-1]
+
+
+def next_stage(runs: int) -> int:
+    """How many runs the next stage adds to a point that has ``runs``."""
+    return next(n for n in STAGES if n > runs) - runs
+
+
+def recording_runs(asked: int, update_runs: int | None) -> int:
+    """A recording's first runs: ``asked`` (the test's or the profile's), at least
+    ``--perf-update-runs`` or, when that is auto, RECORD_MIN_RUNS (more follow while the
+    golden is not precise, see :func:`records_more`)."""
+    return max(asked, update_runs if update_runs is not None else RECORD_MIN_RUNS)
+
+
+def pooled_launch_runs(pooled: Sequence[float], asked: int) -> int:
+    """A recording's first runs for a golden that has its runs (``--perf-pool`` another
+    launch): this launch adds its offset (launch-to-launch drift), for which MIN_STAGE runs do;
+    more follow only while the pooled golden is not precise."""
+    return MIN_STAGE if len(pooled) >= RECORD_MIN_RUNS else asked
+
+
+def records_more(
+    values: Sequence[float], pooled: Sequence[float], fail_margin: float, *, estimable: bool
+) -> bool:
+    """Whether a recording (auto runs) takes one more run: its ``values`` (with a golden it is
+    pooled into, ``pooled``) are not yet precise, and it has fewer than RECORD_MAX_RUNS. A
+    tail its runs cannot estimate (``estimable`` false) never gets precise: more runs would
+    be wasted."""
+    first = MIN_STAGE if len(pooled) >= RECORD_MIN_RUNS else RECORD_MIN_RUNS
+    return (
+        estimable
+        and first <= len(values) < RECORD_MAX_RUNS
+        and not golden_is_precise([*pooled, *values], fail_margin)
+    )
