@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
@@ -245,14 +245,9 @@ class LLMPerfSession:
         for profile in self.selected:
             if profile.speculative and profile.base_profile and profile.origin == profile.name:
                 fp = self.fingerprints.get(profile.name)
-                args = fp.server_args if fp else {}
-                max_bs = args.get("cuda_graph_max_bs_decode") or args.get("cuda_graph_max_bs")
+                num_steps, max_bs = fp.reader.draft_shape(fp.server_args) if fp else (None, None)
                 out += [
-                    replace(
-                        analysis,
-                        num_steps=_int_or_none(args.get("speculative_num_steps")),
-                        cuda_graph_max_bs=_int_or_none(max_bs),
-                    )
+                    replace(analysis, num_steps=num_steps, cuda_graph_max_bs=max_bs)
                     for analysis in speculative.analyse_points(
                         profile.name,
                         profile.base_profile,
@@ -363,10 +358,3 @@ class LLMPerfSession:
             self.output_failures += [f"golden not written: {line}" for line in exc.failed]
             return False
         return True
-
-
-def _int_or_none(value: Any) -> int | None:
-    """A server setting as an int (servers that do not model a flag may echo it as a string)."""
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -202,6 +202,11 @@ class Engine:
         """What a worker behind a router says of itself that decides its speed ({}: nothing)."""
         return {}
 
+    def draft_shape(self, server_args: Mapping[str, Any]) -> tuple[int | None, int | None]:
+        """A speculative server's draft steps and the batch size its CUDA graphs capture up to,
+        from its resolved settings (None: not said), for the speculative analysis."""
+        return None, None
+
     # -- requests and streams ---------------------------------------------------------------
 
     def request_extras(self, profile: Profile, info: Mapping[str, Any]) -> dict[str, Any]:

@@ -173,6 +173,10 @@ class SGLangEngine(Engine):
         found = server_info(info)
         return {key: found[key] for key in SUMMARY_KEYS if key in found}
 
+    def draft_shape(self, server_args: Mapping[str, Any]) -> tuple[int | None, int | None]:
+        max_bs = server_args.get("cuda_graph_max_bs_decode") or server_args.get("cuda_graph_max_bs")
+        return _int_or_none(server_args.get("speculative_num_steps")), _int_or_none(max_bs)
+
     def request_extras(self, profile: Profile, info: Mapping[str, Any]) -> dict[str, Any]:
         """Over the OpenAI API, SGLang sends a speculative server's verify counts only when
         asked (0.5.19+)."""
@@ -206,3 +210,10 @@ class SGLangEngine(Engine):
         tokens), plus the one token it keeps back."""
         limit = server_info(info).get("max_req_input_len")
         return limit + 1 if isinstance(limit, int) and limit > 0 else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A server setting as an int (servers that do not model a flag may echo it as a string)."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
