@@ -10,9 +10,10 @@ hold, so the capacity is the highest rate that holds *with significance*.
 The search is on log-rate: bracket first (double or halve from the start until one rate holds
 and one does not), then bisect the bracket's logs until its ends are within ``resolution`` of
 each other. The result is that bracket: ``low`` held, ``high`` did not, and ``max_rate`` is
-``low``. A rate at or above what the server completed while it could not keep up (the service
-ceiling, :func:`service_ceiling`) never holds, whatever its window showed. TTFT and e2e count
-from the scheduled arrival (core/open_loop_figures.py).
+``low``. A rate at or above what the server served while it could not keep up (the service
+ceiling, :func:`service_ceiling`: its output tokens a second ÷ a request's) never holds,
+whatever its window showed. TTFT and e2e count from the scheduled arrival
+(core/open_loop_figures.py).
 """
 
 from __future__ import annotations
@@ -163,37 +164,47 @@ Measure = Callable[[float, int], Sequence[RunMetrics]]
 #: A saturated run counts for the service ceiling when its client sent this share of what was
 #: offered in the window.
 SENT_SHARE = 0.95
-#: One-sided 99 % normal quantile: the service ceiling is a lower bound at that confidence.
-Z_99 = 2.326
+#: The service ceiling is a one-sided lower bound at this confidence.
+CEILING_CONFIDENCE = 0.99
 
 
-def service_ceiling(runs: Sequence[RunMetrics]) -> float | None:
-    """The request rate the server completed while it could not keep up (runs whose backlog
-    grew), as a one-sided 99 % lower bound: no arrival rate at or above it can be sustained,
-    whatever a short window's SLO says (a queue 2 % over capacity grows by a few requests a
-    second, which neither a window's percentiles nor its backlog rule see). Only runs whose
-    client sent what was offered count: a backlog of requests the client never sent is its
-    own, and what the server completed then is the client's pace. A saturated
-    server's completions are regular, so the bound's error is the saturated runs' spread, and
-    at least one request over all their time (a window's edges). None: no run saturated it."""
+def service_ceiling(
+    runs: Sequence[RunMetrics], request_tokens: float | None = None
+) -> float | None:
+    """The request rate the server served while it could not keep up (runs whose backlog
+    grew), as a one-sided 99 % upper bound (Student's t over those runs): no arrival rate at or
+    above it can be sustained, whatever a short window's SLO says, and a rate it sustains is
+    never above it (a lower bound would withdraw rates the server serves) (a queue 2 % over capacity
+    grows by a few requests a second, which neither a window's percentiles nor its backlog
+    rule see). What it served is its output tokens a second ÷ ``request_tokens`` (a request's
+    output): a server that batches serves every request at once, so in a short overloaded
+    window few requests *complete* although it serves at full speed, and completions would read
+    far below what it can serve. Without ``request_tokens``, the requests it completed. Only
+    runs whose client sent what was offered count: a backlog of requests the client never sent
+    is its own. At least one request over all their time is the bound's error (a window's
+    edges). None: no run saturated it."""
+    from pytest_llmperf.core.student import t_quantile
+
     rates, seconds = [], 0.0
     for run in runs:
         info = run.open_loop or {}
         offered, sent = info.get("offered_req_s"), info.get("sent_req_s")
         client_kept_up = not offered or not sent or sent >= SENT_SHARE * offered
-        if (
-            not run.sustainable
-            and info.get("completed_req_s")
-            and run.duration_s > 0
-            and client_kept_up
-        ):
-            rates.append(float(info["completed_req_s"]))
+        served = (
+            run.output_tok_s / request_tokens
+            if request_tokens and run.output_tok_s > 0
+            else info.get("completed_req_s")
+        )
+        if not run.sustainable and served and run.duration_s > 0 and client_kept_up:
+            rates.append(float(served))
             seconds += run.duration_s
     if not rates:
         return None
-    mean = sum(rates) / len(rates)
-    sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)) if len(rates) > 1 else 0
-    return max(0.0, mean - Z_99 * max(sd / math.sqrt(len(rates)), 1.0 / seconds))
+    n = len(rates)
+    mean = sum(rates) / n
+    sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (n - 1)) if n > 1 else 0.0
+    q = t_quantile(CEILING_CONFIDENCE, n - 1) if n > 1 else 2.326
+    return mean + q * max(sd / math.sqrt(n), 1.0 / seconds)
 
 
 def search(
@@ -205,8 +216,10 @@ def search(
     *,
     resolution: float = RESOLUTION,
     max_probes: int = MAX_PROBES,
+    request_tokens: float | None = None,
 ) -> Capacity:
-    """Bracket, then bisect on log-rate, deciding each probe with :func:`judge`."""
+    """Bracket, then bisect on log-rate, deciding each probe with :func:`judge`;
+    ``request_tokens``: a request's output tokens, for the service ceiling."""
     result = Capacity(profile, None, None, slo=dict(slo), percentile=percentile)
     measured: list[RunMetrics] = []  # every probe's runs, for the service ceiling
 
@@ -225,7 +238,7 @@ def search(
             return False
         measured.extend(runs)
         held, why = bool(judgement.held), judgement.why
-        ceiling = service_ceiling(measured)
+        ceiling = service_ceiling(measured, request_tokens)
         if held and ceiling is not None and rate >= ceiling:
             held, why = False, _above(ceiling)
         result.probes.append(Probe(rate, held, len(runs), why))
@@ -233,7 +246,7 @@ def search(
 
     holds(start)
     while True:
-        _rebracket(result, service_ceiling(measured))
+        _rebracket(result, service_ceiling(measured, request_tokens))
         low, high = result.low, result.high
         if len(result.probes) >= max_probes:
             return result
@@ -251,8 +264,8 @@ def search(
 
 def _above(ceiling: float) -> str:
     return (
-        f"at or above the {ceiling:.2f} requests/s the server completed while it could not keep "
-        "up (99 % lower bound): its queue grows"
+        f"at or above the {ceiling:.2f} requests/s the server served while it could not keep "
+        "up (its output tokens a second ÷ a request's, 99 % upper bound): its queue grows"
     )
 
 

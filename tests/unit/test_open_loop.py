@@ -160,12 +160,16 @@ def slowly_growing_queue(capacity: float, grows_unseen: float):
 def test_a_capacity_is_never_above_a_rate_at_which_the_queue_grows(load):
     """A server of 12.8 requests/s whose queue grows unseen by a short window up to 1.08 × that
     (an SLO of e2e 1.5 s): probes at 0.9, 1.02 and 1.1 × its capacity. The search never reports
-    a capacity at or above 12.8, and the probe above it says why."""
+    a capacity above what its saturated runs show the server serves, within their 99 % upper
+    bound (a few runs 1 % apart: about 2 %), and a probe above that says why. (Beneath the
+    bound a probe holds: a rate the server may sustain is never withdrawn.)"""
     measure = slowly_growing_queue(12.8, grows_unseen=1.08)
     found = search("known", measure, {"e2e_s": 1.5}, 90, 12.8 * load)
-    assert found.low is not None and found.low < 12.8 and (found.max_rate or 0) < 12.8
+    resolution = 1.03
+    assert found.low is not None and (found.max_rate or 0) < 12.8 * resolution
+    assert found.low >= 12.8 * 0.9  # and not far below it: nothing sustainable was withdrawn
     assert found.high is not None and found.high / found.low <= 1.10 + 1e-9
-    above = [p for p in found.probes if p.rate >= 12.8]
+    above = [p for p in found.probes if p.rate >= 12.8 * resolution]
     assert above and all(not p.held for p in above)
     unseen = [p for p in above if p.rate < 12.8 * 1.08]  # its window met the SLO
     assert all("its queue grows" in p.why for p in unseen)
