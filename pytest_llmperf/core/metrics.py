@@ -49,7 +49,7 @@ from pytest_llmperf.core.open_loop_figures import (
 )
 from pytest_llmperf.core.records import ABANDONED, RequestRecord, RunRecords
 from pytest_llmperf.core.stats import (
-    MIN_SAMPLES,
+    CERTIFIED,
     distribution,
     finite_or_none,
     weighted_percentile,
@@ -358,6 +358,9 @@ class RunMetrics:
     energy_j_per_token: float | None = None
     tok_s_per_watt: float | None = None
     gpu_held_back: tuple[str, ...] = ()
+    #: The server launch that measured it (a point confirmed on a fresh launch has runs of
+    #: several).
+    launch_id: str | None = None
 
     @property
     def sustainable(self) -> bool:
@@ -661,12 +664,13 @@ def lower_is_better(metric: str) -> bool:
 
 
 def too_few_samples(run: RunMetrics, metric: str) -> int | None:
-    """For a latency percentile: the run's number of values when too few to estimate it, else None."""
+    """For a latency percentile: the run's number of values when too few to certify it (a
+    gate needs core/stats.py's CERTIFIED floor), else None."""
     if metric not in LATENCY_METRICS:
         return None
     name, q, _ = metric.split("_")
     n = getattr(run, f"{name}_s").get("n", 0)
-    return n if n < MIN_SAMPLES[q] else None
+    return n if n < CERTIFIED[q] else None
 
 
 def figure(run: RunMetrics, metric: str) -> float:

@@ -87,6 +87,10 @@ def weighted_percentile(
 #: A percentile q is estimated from at least this many values: below it, a p99 is nearly the
 #: slowest value, and one hiccup moves it by the whole of it.
 MIN_SAMPLES = {"p50": 2, "p90": 10, "p99": 100}
+#: A percentile is gated (a FAIL on it) only with at least this many values a run behind it:
+#: MLPerf LoadGen's early-stopping floors, the fewest queries with which it certifies a p90
+#: and a p99 (mlcommons/inference). Below them a tail is reported, saying how many more it needs.
+CERTIFIED = {"p50": 2, "p90": 64, "p99": 662}
 
 
 def distribution(
