@@ -44,6 +44,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,15 +54,18 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_llmperf.core.verdict import (
+from pytest_llmperf.core.outcome import Outcome
+from pytest_llmperf.core.staging import (
     MIN_STAGE,
     RECORD_MAX_RUNS,
     RECORD_MIN_RUNS,
     STAGES,
-    LaunchSpread,
-    decide,
     first_stage,
     golden_is_precise,
+)
+from pytest_llmperf.core.verdict import (
+    LaunchSpread,
+    decide,
     pooled_launch_spread,
     with_prior,
 )
@@ -204,106 +208,192 @@ def monte_carlo(trials: int, null_trials: int, seed: int) -> None:
             )
 
 
-LAUNCH_CVS = (0.02, 0.05, 0.10, 0.20)
-POINTS = 8  # a profile's levels, recorded over the same launches
-RECORD_LAUNCHES = 2
+LAUNCH_SDS = (0.02, 0.05, 0.10, 0.20)
+POINTS = 4  # a profile's levels: they share their launches
+RECORD_LAUNCHES = 2  # a default recording
+RECORD_RUNS = 5
+RUN_SD = 0.04  # runs 4 % apart within a launch
 HISTORY_NIGHTS = 20
-RUN_CV = 0.02
-#: The profile's launch_cv, as a user who did not set it has it (the default).
-PRIOR_CV = 0.03
+COLLAPSE = 0.30
 
 
-def launch_night(
+class Server:
+    """A simulated server: one offset a launch, shared by every point it measures, and each
+    run of a point 4 % about it."""
+
+    def __init__(self, rng: np.random.Generator, launch_sd: float, drop: float = 0.0) -> None:
+        self.rng, self.launch_sd, self.level = rng, launch_sd, math.log(100.0 * (1.0 - drop))
+        self.offset = 0.0
+
+    def launch(self) -> None:
+        self.offset = float(self.rng.normal(0.0, self.launch_sd))
+
+    def runs(self, n: int) -> list[float]:
+        return list(np.exp(self.level + self.offset + self.rng.normal(0.0, RUN_SD, n)))
+
+
+def recorded(
+    rng: np.random.Generator, launch_sd: float
+) -> tuple[list[list[float]], list[list[str]]]:
+    """Each point's golden runs and their launches: RECORD_LAUNCHES launches of RECORD_RUNS."""
+    server = Server(rng, launch_sd)
+    values: list[list[float]] = [[] for _ in range(POINTS)]
+    ids: list[list[str]] = [[] for _ in range(POINTS)]
+    for k in range(RECORD_LAUNCHES):
+        server.launch()
+        for p in range(POINTS):
+            values[p] += server.runs(RECORD_RUNS)
+            ids[p] += [f"g{k}"] * RECORD_RUNS
+    return values, ids
+
+
+def golden_spread(values: list[list[float]], ids: list[list[str]]) -> LaunchSpread | None:
+    """The golden file's launch spread, as GoldenFile.launch_spread pools it: over its points,
+    counted once a launch."""
+    groups = [
+        [[math.log(v) for v, i in zip(vals, lids) if i == f"g{k}"] for k in range(RECORD_LAUNCHES)]
+        for vals, lids in zip(values, ids)
+    ]
+    return pooled_launch_spread(groups, "the golden's launches", launches=RECORD_LAUNCHES)
+
+
+def stored_nights(rng: np.random.Generator, launch_sd: float, n: int) -> list[list[list[float]]]:
+    """``n`` earlier nights of the unchanged server: per night, each point's first-stage runs."""
+    server = Server(rng, launch_sd)
+    nights = []
+    for _ in range(n):
+        server.launch()
+        nights.append([server.runs(MIN_STAGE) for _ in range(POINTS)])
+    return nights
+
+
+def night(
     rng: np.random.Generator,
-    launch_cv: float,
+    launch_sd: float,
     drop: float,
-    history: bool,
-    hiccup: bool,
-    prior_cv: float = PRIOR_CV,
-) -> list[str]:
-    """One night of a profile: its golden (8 points over two launches), its between-launch
-    spread, and each point's verdict for one new launch."""
-    goldens, launches = [], []
-    for _ in range(POINTS):
-        values, ids = [], []
-        for k in range(RECORD_LAUNCHES):
-            launch = Launch(rng, 100.0, RUN_CV, launch_cv)
-            values += [launch.run() for _ in range(RECORD_MIN_RUNS)]
-            ids += [f"l{k}"] * RECORD_MIN_RUNS
-        goldens.append(values)
-        launches.append(ids)
+    launch_cv: float,
+    budget: int,
+    history: int = 0,
+) -> tuple[list[str], int]:
+    """The first night after a default recording (with ``history`` stored nights before it):
+    each point's final verdict, and the confirmation launches the night made. As the plugin
+    runs it: each point's first stage on tonight's launch, more runs while UNCERTAIN, then the
+    points left CONFIRMING measured again on a fresh launch, up to ``budget`` of them."""
+    values, ids = recorded(rng, launch_sd)
+    reference = [list(v) for v in values]
+    reference_ids = [list(i) for i in ids]
+    measured = golden_spread(values, ids)
     if history:
-        nights = [Launch(rng, 100.0, RUN_CV, launch_cv).run() for _ in range(HISTORY_NIGHTS)]
-        logs = np.log(nights)
-        spread: LaunchSpread | None = LaunchSpread(
-            float(np.var(logs, ddof=1)), HISTORY_NIGHTS - 1, "nights"
-        )
-    else:
-        spread = pooled_launch_spread(
-            (
-                [
-                    [math.log(v) for v, i in zip(g, ids) if i == f"l{k}"]
-                    for k in range(RECORD_LAUNCHES)
-                ]
-                for g, ids in zip(goldens, launches)
-            ),
-            "launches",
-        )
-    verdicts = []
-    for gold, ids in zip(goldens, launches):
-        launch = Launch(rng, 100.0 * (1.0 - drop), RUN_CV, launch_cv)
-        new = [launch.run() for _ in range(first_stage(gold, MARGINS["fail_margin"], PROFILE_RUNS))]
-        if hiccup:
-            new[0] *= 0.7
-        while True:
-            v = decide(
-                new, gold, **MARGINS, last_stage=len(new) >= STAGES[-1], launches=ids,
-                spread=with_prior(spread, prior_cv),
-            )  # fmt: skip
-            if v.name != "UNCERTAIN":
-                verdicts.append(v.name)
-                break
-            new += [launch.run() for _ in range(next(n for n in STAGES if n > len(new)) - len(new))]
-    return verdicts
+        nights = stored_nights(rng, launch_sd, history)
+        for k, points in enumerate(nights):
+            for p in range(POINTS):
+                reference[p] += points[p]
+                reference_ids[p] += [f"night{k}"] * len(points[p])
+        measured = night_spread([[math.log(v) for v in n[0]] for n in nights])
+    spread = with_prior(measured, launch_cv)
+    server = Server(rng, launch_sd, drop)
+    tonight: list[list[float]] = [[] for _ in range(POINTS)]
+    tonight_ids: list[list[str]] = [[] for _ in range(POINTS)]
+    verdicts: dict[int, str] = {}
+    pending, launches = list(range(POINTS)), 0
+    while pending:
+        server.launch()
+        launches += 1
+        still = []
+        for p in pending:
+            first = first_stage(reference[p], MARGINS["fail_margin"], PROFILE_RUNS)
+            here = server.runs(first)
+            while True:
+                v = decide(
+                    [*tonight[p], *here], reference[p], **MARGINS,
+                    last_stage=len(here) >= STAGES[-1], launches=reference_ids[p],
+                    new_launches=[*tonight_ids[p], *[f"t{launches}"] * len(here)],
+                    spread=spread, can_confirm=launches <= budget,
+                )  # fmt: skip
+                if v.outcome is not Outcome.UNCERTAIN:
+                    break
+                here += server.runs(next(n for n in STAGES if n > len(here)) - len(here))
+            tonight[p] += here
+            tonight_ids[p] += [f"t{launches}"] * len(here)
+            if v.outcome is Outcome.CONFIRMING:
+                still.append(p)
+            else:
+                verdicts[p] = v.outcome.value
+        pending = still
+    return [verdicts[p] for p in range(POINTS)], launches - 1
 
 
-def launches_table(nights: int, seed: int) -> None:
+def night_spread(night_logs: list[list[float]]) -> LaunchSpread | None:
+    """The history's launch spread as the plugin reads it (history/gate.py)."""
+    from pytest_llmperf.core.verdict import robust_launch_spread
+
+    return robust_launch_spread([statistics.fmean(n) for n in night_logs], "the history's nights")
+
+
+def cell(
+    rng: np.random.Generator, nights: int, launch_sd: float, drop: float, launch_cv: float,
+    budget: int, history: int,
+) -> dict[str, float]:  # fmt: skip
+    """One cell's rates over ``nights`` simulated nights."""
+    per_point: dict[str, int] = {}
+    any_fail = any_pass = confirmations = 0
+    for _ in range(nights):
+        verdicts, used = night(rng, launch_sd, drop, launch_cv, budget, history)
+        for v in verdicts:
+            per_point[v] = per_point.get(v, 0) + 1
+        any_fail += "FAIL" in verdicts
+        any_pass += "PASS" in verdicts
+        confirmations += used
+    points = nights * POINTS
+    return {
+        "fail_per_1000": 1000 * per_point.get("FAIL", 0) / points,
+        "fail_point": 100 * per_point.get("FAIL", 0) / points,
+        "warn_point": 100 * per_point.get("WARN", 0) / points,
+        "pass_point": 100 * (per_point.get("PASS", 0) + per_point.get("IMPROVED", 0)) / points,
+        "nights_fail": 100 * any_fail / nights,
+        "nights_pass": 100 * any_pass / nights,
+        "confirmations": confirmations / nights,
+    }
+
+
+def launches_table(nights: int, seed: int, robust: float | None = None) -> None:
+    """Every cell of the verdict's power with launches as replicates: a collapse of 30 % and an
+    unchanged server, for launch spreads of 2, 5, 10 and 20 % with the profile's launch_cv set
+    to the spread and three times too low, on the first night after a default recording and
+    with 20 stored nights, with one and with three confirmation launches."""
     rng = np.random.default_rng(seed)
+    if robust is not None:  # what a FAIL on one launch must survive before it stands
+        import pytest_llmperf.core.verdict as verdict
+
+        verdict.ROBUST_LAUNCH_SD = robust
     print(
-        f"\n# Launches as replicates: {POINTS} points recorded over {RECORD_LAUNCHES} launches x "
-        f"{RECORD_MIN_RUNS} runs (run CV {RUN_CV:.0%}), one new launch a night, {nights} nights "
-        f"({nights * POINTS} point-nights) per cell; the verdict's launch spread from the golden's "
-        f"launches pooled over the points, or from {HISTORY_NIGHTS} stored nights, each weighed "
-        f"with the profile's launch_cv (the default {PRIOR_CV:.0%}, or the true launch CV)"
+        f"\n# Launches as replicates: {POINTS} points sharing each launch's offset, recorded over "
+        f"{RECORD_LAUNCHES} launches x {RECORD_RUNS} runs (runs {RUN_SD:.0%} apart), then one "
+        f"night: each point's first stage on a fresh launch, more runs while UNCERTAIN, the "
+        f"points left CONFIRMING measured again on a fresh launch up to confirm_launches; "
+        f"{nights} nights per cell ({nights * POINTS} point-nights)"
     )
     print(
-        "\n| launch CV | spread from | false FAIL per 1,000 point-nights | one bad run: false FAIL "
-        "per 1,000 | WARN % (unchanged) | -15 % FAILed | -30 % FAILed |"
+        "\n| launch sd | launch_cv | history | confirm_launches | drop | FAIL % of points "
+        "| FAIL per 1,000 point-nights | nights with a FAIL % | WARN % | PASS % of points "
+        "| nights with a PASS % | confirmation launches a night |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for launch_cv in LAUNCH_CVS:
-        for history, prior_cv in ((False, PRIOR_CV), (False, launch_cv), (True, PRIOR_CV)):
-            source = (
-                f"{HISTORY_NIGHTS} nights, launch_cv {prior_cv:.0%}"
-                if history
-                else f"2 golden launches, launch_cv {prior_cv:.0%}"
-            )
-            cells = []
-            for drop, hiccup in ((0.0, False), (0.0, True), (0.15, False), (0.30, False)):
-                names = [
-                    v
-                    for _ in range(nights)
-                    for v in launch_night(rng, launch_cv, drop, history, hiccup, prior_cv)
-                ]
-                fails = names.count("FAIL") / len(names)
-                warns = names.count("WARN") / len(names)
-                cells.append((fails, warns))
-            print(
-                f"| {launch_cv:.0%} | {source} | "
-                f"{1000 * cells[0][0]:.2f} | {1000 * cells[1][0]:.2f} | {100 * cells[0][1]:.1f} | "
-                f"{100 * cells[2][0]:.1f} | {100 * cells[3][0]:.1f} |",
-                flush=True,
-            )
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for launch_sd in LAUNCH_SDS:
+        for launch_cv in (launch_sd, launch_sd / 3):
+            for history in (0, HISTORY_NIGHTS):
+                for budget in (1, 3):
+                    for drop in (0.0, COLLAPSE):
+                        c = cell(rng, nights, launch_sd, drop, launch_cv, budget, history)
+                        print(
+                            f"| {launch_sd:.0%} | {launch_cv:.3g} | "
+                            f"{f'{history} nights' if history else 'none'} | {budget} | "
+                            f"{drop:.0%} | {c['fail_point']:.1f} | {c['fail_per_1000']:.2f} | "
+                            f"{c['nights_fail']:.2f} | {c['warn_point']:.1f} | "
+                            f"{c['pass_point']:.2f} | {c['nights_pass']:.2f} | "
+                            f"{c['confirmations']:.2f} |",
+                            flush=True,
+                        )
 
 
 SUITE = """
@@ -408,13 +498,20 @@ def main() -> None:
         "--launches", type=int, default=1000, metavar="NIGHTS", help="nights per launch cell"
     )
     parser.add_argument(
+        "--robust",
+        type=float,
+        default=None,
+        help="a FAIL on one launch stands only were launches this many times as far apart "
+        "(default: the plugin's ROBUST_LAUNCH_SD)",
+    )
+    parser.add_argument(
         "--e2e", type=int, default=0, metavar="K", help="unchanged end-to-end suite runs"
     )
     args = parser.parse_args()
     if args.trials:
         monte_carlo(args.trials, args.null_trials or 4 * args.trials, args.seed)
     if args.launches:
-        launches_table(args.launches, args.seed)
+        launches_table(args.launches, args.seed, args.robust)
     if args.e2e:
         end_to_end(args.e2e)
 

@@ -155,6 +155,36 @@ def lines(
     return out
 
 
+def confirmation_lines(
+    plans: list[PlannedLevel],
+    profiles: Iterable[tuple[Profile, int]],
+    times: dict[str, StoredTimes],
+) -> list[str]:
+    """The fresh launches a night may make to confirm what its launches left undecided: per
+    profile (with ``k``, the launches it may make), how many at most, and what one costs at
+    most (a load, and its levels measured again; only the undecided are). Nothing is made on a
+    night that decides everything."""
+    out = []
+    for profile, k in profiles:
+        mine = [p for p in plans if p.profile == profile.name]
+        if not mine or not k:
+            continue
+        timed = [p.seconds for p in mine if p.seconds is not None]
+        stored = times.get(profile.name)
+        load = (
+            f"a load of about {duration(stored.load_s)}"
+            if stored is not None and stored.load_s is not None
+            else "a load"
+        )
+        again = f"at most {duration(sum(timed))}" if timed else "the undecided levels"
+        out.append(
+            f"  confirmation: {profile.name} may be launched {k} more time{'s' if k > 1 else ''} "
+            f"only if its launches' noise leaves a point undecided; each: {load} and {again} "
+            "measuring the undecided points again"
+        )
+    return out
+
+
 def _up_to(plans: list[PlannedLevel]) -> str:
     most = max((p.up_to for p in plans if p.up_to is not None), default=None)
     return f" (up to {most} where the golden is not yet precise)" if most else ""

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_llmperf.fixtures import markers
-from pytest_llmperf.settings import Settings, add_options
+from pytest_llmperf.settings import Mode, Settings, add_options
 
 if TYPE_CHECKING:
     from pytest_llmperf.core.points import Point
@@ -49,6 +49,36 @@ SESSION_KEY: pytest.StashKey[LLMPerfSession] = pytest.StashKey()
 
 #: Sorts the speedup tests after every profile's measurements.
 AFTER_ALL_PROFILES = 1 << 30
+#: A confirmation with nothing to confirm skips with this reason, and is not shown.
+NOTHING_TO_CONFIRM = "no point of this profile was left undecided by its launches"
+
+
+class LLMPerfConfirmation(pytest.Item):
+    """After a profile's tests: its points that the launches' noise left undecided, measured
+    again on a fresh launch and judged over tonight's launches (fixtures/confirm.py); it fails
+    for each point the fresh launch confirms as a FAIL. Not shown when there is none."""
+
+    def __init__(self, *, profile: str, location_of: pytest.Item, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.profile_name = profile
+        # Reported where the profile's last test is: no file of its own in the progress line.
+        self._location = location_of.reportinfo()
+
+    def runtest(self) -> None:
+        from pytest_llmperf.fixtures.confirm import confirm
+        from pytest_llmperf.progress import ProgressLine
+
+        session = self.config.stash[SESSION_KEY]
+        if not session.to_confirm.get(self.profile_name):
+            pytest.skip(NOTHING_TO_CONFIRM)
+        profile = session.profile(self.profile_name)
+        failures = confirm(session, profile, ProgressLine.of(self.config))
+        if failures:
+            pytest.fail("\n".join(failures), pytrace=False)
+
+    def reportinfo(self) -> tuple[os.PathLike[str] | str, int | None, str]:
+        path, line, _ = self._location
+        return path, line, f"llmperf: confirm {self.profile_name} on a fresh launch"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -219,8 +249,11 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group tests by profile (a stable sort): each server starts once, never two at once."""
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Group tests by profile (a stable sort): each server starts once, never two at once; a
+    gated profile's confirmation comes right after its last test (before the next server)."""
     order: dict[str, int] = {}
 
     def key(item: pytest.Item) -> int:
@@ -234,6 +267,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return order.setdefault(name, len(order)) if name is not None else -1
 
     items.sort(key=key)
+    state = config.stash.get(SESSION_KEY, None)
+    if state is not None and state.settings.mode is Mode.GATE and not state.settings.plan_only:
+        _add_confirmations(session, state, items)
+
+
+def _add_confirmations(
+    session: pytest.Session, state: LLMPerfSession, items: list[pytest.Item]
+) -> None:
+    """After the last test of each profile whose server can be launched again, its
+    confirmation (LLMPerfConfirmation)."""
+    last: dict[str, int] = {}
+    for k, item in enumerate(items):
+        spec = getattr(item, "callspec", None)
+        name = spec.params.get("llm_profile") if spec is not None else None
+        if name is not None and state.can_confirm(name):
+            last[name] = k
+    for name, k in sorted(last.items(), key=lambda kv: -kv[1]):
+        items.insert(
+            k + 1,
+            LLMPerfConfirmation.from_parent(
+                session, name=f"llmperf-confirm[{name}]", profile=name, location_of=items[k]
+            ),
+        )
+
+
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    """A confirmation with nothing to confirm is not shown (neither a letter nor a count)."""
+    if report.skipped and "llmperf-confirm[" in report.nodeid:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+        if NOTHING_TO_CONFIRM in str(reason):
+            return "", "", ""
+    return None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -287,7 +352,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from pytest_llmperf.fixtures.server import unfair_plan_lines
 
     planned = plan.lines(state.plan, recording=settings.recording, times=times)
-    for line in [*planned, *rate_plan, *unfair_plan_lines(state)]:
+    confirming = (
+        [(p, state.launches_to_confirm(p)) for p in by_name.values() if state.can_confirm(p.name)]
+        if settings.mode is Mode.GATE
+        else []
+    )
+    confirm = plan.confirmation_lines(state.plan, confirming, times)
+    for line in [*planned, *confirm, *rate_plan, *unfair_plan_lines(state)]:
         reporter.write_line(line)
 
 

@@ -142,6 +142,13 @@ def is_pos_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
+def is_int_at_least(low: int) -> Callable[[Any], bool]:
+    def check(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+    return check
+
+
 def is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 

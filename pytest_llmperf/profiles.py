@@ -45,6 +45,7 @@ from pytest_llmperf.profile_fields import (
     is_distinct,
     is_fraction,
     is_int,
+    is_int_at_least,
     is_number,
     is_pos_int,
     is_seconds,
@@ -80,6 +81,9 @@ class CopyKind(enum.Enum):
     #: A/B/A (``--perf-aba``): the base measured again after its speculative profile, for the
     #: base's drift between the two; stored, judged by nobody.
     AFTER = "after"
+    #: A fresh launch that confirms the points a night's launches left undecided
+    #: (``NAME@confirm1``, …): its runs join those points, judged over tonight's launches.
+    CONFIRMATION = "confirmation"
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ class ProfileCopy:
     @property
     def records(self) -> bool:
         """Whether its points are recorded or judged as the original's (else only stored)."""
-        return self.kind is CopyKind.LATER_LAUNCH
+        return self.kind is not CopyKind.AFTER
 
 
 @dataclass(frozen=True)
@@ -478,6 +482,17 @@ class Profile:
         check=is_fraction,
         allowed="a fraction between 0 and 1, e.g. 0.03",
     )
+    confirm_launches: int | None = setting(
+        None,
+        "fresh launches a night may make to decide the points its launches' noise left "
+        "undecided (past the fail margin but not surely, or a collapse not ruled out): after the "
+        "profile's tests, the server is launched again and only those points measured again, "
+        "then judged over tonight's launches; default 1 for a launched server, 0 for one the "
+        "plugin attaches to (it cannot launch that one again: its undecided points WARN)",
+        "verdict",
+        check=optional(is_int_at_least(0)),
+        allowed="a whole number of launches, 0 or more",
+    )
     parity_prompts: int = setting(
         8,
         "greedy parity (perf_suites/test_outputs.py): how many of the built-in prompts a "
@@ -697,6 +712,14 @@ class Profile:
         from dataclasses import replace
 
         return replace(self, name=name, copy_of=ProfileCopy(self.name, kind))
+
+    @property
+    def launches_to_confirm(self) -> int:
+        """``confirm_launches``, else 1 for a server the plugin launches, 0 for one it attaches
+        to (it cannot launch that one again)."""
+        if self.confirm_launches is not None:
+            return self.confirm_launches
+        return 0 if self.url is not None else 1
 
     @property
     def launches_to_record(self) -> int:

@@ -9,6 +9,7 @@ the renderers.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from pytest_llmperf.core.points import MeasuredPoint, Point
     from pytest_llmperf.core.results import Results
     from pytest_llmperf.core.speculative import Analysis
+    from pytest_llmperf.fixtures.confirm import Launched, Pending
     from pytest_llmperf.golden.fingerprint import Fingerprint
     from pytest_llmperf.golden.model import GoldenFile
     from pytest_llmperf.golden.store import PendingFile, PendingPoint
@@ -91,6 +93,12 @@ class LLMPerfSession:
     plan_store: HistoryStore | None = None
     #: What the end of the run says about goldens or the history (an interrupted update).
     end_notes: list[str] = field(default_factory=list)
+    #: Points the launches' noise left undecided, by profile: measured again on a fresh
+    #: launch after the profile's tests (fixtures/confirm.py).
+    to_confirm: dict[str, list[Pending]] = field(default_factory=dict)
+    #: The confirmation launches made so far, by profile, and what each decided.
+    confirm_launches_made: dict[str, int] = field(default_factory=dict)
+    confirmations: list[Launched] = field(default_factory=list)
 
     def profile(self, name: str) -> Profile:
         return next(p for p in self.selected if p.name == name)
@@ -101,6 +109,27 @@ class LLMPerfSession:
         if not any(p is point for p in self.points):
             self.points.append(point)
         self.store(point)
+
+    def can_confirm(self, profile: str) -> bool:
+        """Whether a fresh launch of ``profile``'s server can still be made tonight to decide
+        an undecided point: a server the plugin launches (not one it attaches to), with
+        confirmation launches left of its ``confirm_launches``."""
+        from pytest_llmperf.profiles import CopyKind
+
+        found = self.profile(profile)
+        copy = found.copy_of
+        if copy is not None and copy.kind is not CopyKind.CONFIRMATION:
+            return False  # a recording's later launch, A/B/A's second base: never gated
+        origin = self.profile(found.origin)
+        if self.settings.server_url or origin.url is not None:
+            return False
+        return self.confirm_launches_made.get(origin.name, 0) < self.launches_to_confirm(origin)
+
+    def launches_to_confirm(self, profile: Profile) -> int:
+        """The confirmation launches ``profile`` may make tonight: --perf-confirm-launches,
+        else its ``confirm_launches``."""
+        fixed = self.settings.confirm_launches
+        return fixed if fixed is not None else profile.launches_to_confirm
 
     def of(self, kind: type[P]) -> list[P]:
         """The run's points of exactly this kind."""
@@ -265,6 +294,7 @@ class LLMPerfSession:
             points=list(self.points),
             parities=list(self.parities),
             analyses=self.analyses(),
+            confirmations=[c.to_json() for c in self.confirmations],
             golden_notes=list(self.golden_notes),
             # Not when levels were restricted: their other levels are expected to go unused.
             unused_goldens=self.unused_goldens()
@@ -357,4 +387,36 @@ class LLMPerfSession:
             self.golden_notes = exc.notes
             self.output_failures += [f"golden not written: {line}" for line in exc.failed]
             return False
+        self.end_notes += self._launch_spread_notes()
         return True
+
+    def _launch_spread_notes(self) -> list[str]:
+        """What the recording's launches say of the profile's ``launch_cv``: how far they
+        differed, and a line when that is far from the prior the verdict weighs beside it."""
+        from pytest_llmperf.golden import store
+
+        notes = []
+        for path, pending in self.pending.items():
+            profile = next((p for p in self.selected if p.name == pending.profile), None)
+            try:
+                written = store.load(path)
+            except store.GoldenError:
+                continue
+            measured = written.launch_spread("output_tok_s") if written is not None else None
+            if profile is None or measured is None:
+                continue
+            sd, prior = math.expm1(measured.sd), profile.launch_cv
+            launches = int(measured.dof) + 1
+            said = (
+                f"{profile.name}: its {launches} recorded launches differ by {sd:.1%} (sd of "
+                f"output tok/s, pooled over the file's points)"
+            )
+            if sd > 2 * prior or (sd < prior / 2 and launches >= 4):
+                said += (
+                    f"; its launch_cv is {prior:g}: set launch_cv = {max(sd, 0.005):.2f} in "
+                    f"{profile.source} (more launches measure it better: "
+                    "--perf-update-launches N), so that the verdict neither cries wolf nor "
+                    "lets a collapse through"
+                )
+            notes.append(said)
+        return notes

@@ -159,6 +159,15 @@ OPTIONS = tuple(
             "profile",
         ),
         (
+            "--perf-confirm-launches",
+            "llmperf_confirm_launches",
+            "Fresh launches a night may make to decide the points its launches' noise left "
+            "undecided: profile (each profile's confirm_launches: 1 for a launched server, 0 "
+            "for an attached one) or a fixed N (0: none; an undecided point WARNs).",
+            "N",
+            "profile",
+        ),
+        (
             "--llm-run-dir",
             "llmperf_run_dir",
             "Where each pytest run gets a directory with every server's log and exact command line.",
@@ -307,6 +316,9 @@ class Settings:
     update_runs: int | None = None  # None: auto (see core/staging.py, golden_is_precise)
     #: --perf-update-launches: the launches every profile records (None: its record_launches).
     launches: int | None = None
+    #: --perf-confirm-launches: the confirmation launches every profile may make (None: its
+    #: confirm_launches).
+    confirm_launches: int | None = None
     report_dir: Path | None = None
     benchmark_json: Path | None = None
     aba: bool = False  # --perf-aba: measure each speculative profile's base again after it
@@ -387,6 +399,9 @@ class Settings:
             update_runs=_parse_runs("--perf-update-runs", value("llmperf_update_runs")[0]),
             launches=_parse_runs(
                 "--perf-update-launches", value("llmperf_update_launches")[0], auto="profile"
+            ),
+            confirm_launches=_parse_count(
+                "--perf-confirm-launches", value("llmperf_confirm_launches")[0]
             ),
             plan_only=bool(plan_only),
             report_dir=path("llmperf_report"),
@@ -513,6 +528,15 @@ def _parse_runs(option: str, raw: str | None, auto: str = "auto") -> int | None:
         return None
     if raw is None or not raw.isdigit() or int(raw) < 1:
         raise pytest.UsageError(f"{option}: {raw!r} is neither {auto!r} nor a positive integer.")
+    return int(raw)
+
+
+def _parse_count(option: str, raw: str | None) -> int | None:
+    """``profile`` (None: each profile's own), or a whole number, 0 or more."""
+    if raw == "profile":
+        return None
+    if raw is None or not raw.isdigit():
+        raise pytest.UsageError(f"{option}: {raw!r} is neither 'profile' nor a whole number.")
     return int(raw)
 
 

@@ -54,6 +54,10 @@ UNIT_TESTS = Path(__file__).resolve().parent / "unit"
 #: launched server): each launch is a server start, and only the tests about launches need two;
 #: they pass ``--perf-update-launches profile`` (or a count), which the command line overrides.
 ONE_LAUNCH = "-o llmperf_update_launches=1"
+#: ...and judge one launch a night: a point its launch's noise leaves undecided WARNs (a clear
+#: FAIL stands) instead of launching the server again; the tests about confirmation
+#: (tests/integration/test_confirm.py) pass ``--perf-confirm-launches profile`` (or a count).
+NO_CONFIRMATION = "-o llmperf_confirm_launches=0"
 #: Plugins of this environment that the pytest runs the tests start never use: anyio's (which
 #: imports trio) and Hypothesis's take 0.4 of the 0.9 s a pytest run needs to start on 2 cores,
 #: paid by every pytest a test starts in a subprocess.
@@ -65,7 +69,9 @@ def one_launch_a_recording(request: pytest.FixtureRequest, monkeypatch: pytest.M
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")  # it clears PYTEST_ADDOPTS when it starts
     addopts = os.environ.get("PYTEST_ADDOPTS", "")
-    monkeypatch.setenv("PYTEST_ADDOPTS", f"{addopts} {ONE_LAUNCH} {UNUSED_PLUGINS}".strip())
+    monkeypatch.setenv(
+        "PYTEST_ADDOPTS", f"{addopts} {ONE_LAUNCH} {NO_CONFIRMATION} {UNUSED_PLUGINS}".strip()
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

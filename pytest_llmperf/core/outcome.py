@@ -13,6 +13,10 @@ class Outcome(str, enum.Enum):
     INCOMPARABLE = "INCOMPARABLE"
     MISSING = "MISSING"
     UNCERTAIN = "UNCERTAIN"
+    #: Undecided by the launches' noise: measured again on a fresh launch of the server after
+    #: the profile's tests, which decides it (provisional: its test passes, the confirmation
+    #: fails if it is a FAIL).
+    CONFIRMING = "CONFIRMING"
     WARN = "WARN"
     IMPROVED = "IMPROVED"
     PASS = "PASS"
@@ -47,7 +51,14 @@ class Outcome(str, enum.Enum):
 
 
 _PASSING = frozenset(
-    {Outcome.PASS, Outcome.WARN, Outcome.IMPROVED, Outcome.RECORDED, Outcome.MEASURED}
+    {
+        Outcome.PASS,
+        Outcome.WARN,
+        Outcome.IMPROVED,
+        Outcome.RECORDED,
+        Outcome.MEASURED,
+        Outcome.CONFIRMING,
+    }
 )
 _COLORS = {
     Outcome.FAIL: "red",
@@ -55,6 +66,7 @@ _COLORS = {
     Outcome.MISSING: "red",
     Outcome.INCOMPARABLE: "red",
     Outcome.WARN: "yellow",
+    Outcome.CONFIRMING: "yellow",
     Outcome.IMPROVED: "green",
 }
 _ORDER = tuple(Outcome)

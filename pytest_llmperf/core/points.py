@@ -244,10 +244,15 @@ class MeasuredPoint(Point):
             None,
         )
 
+    @property
+    def run_launches(self) -> list[str]:
+        """The launch each run came from (a point confirmed on a fresh launch has several)."""
+        return [r.launch_id or self.launch_id for r in self.runs]
+
     def pending_runs(self) -> list[PendingRun]:
         return [
-            PendingRun(value, self.launch_id, r.requests, r.output_tokens, r.accept_length)
-            for value, r in zip(self.values, self.runs)
+            PendingRun(value, launch, r.requests, r.output_tokens, r.accept_length)
+            for value, launch, r in zip(self.values, self.run_launches, self.runs)
         ]
 
     def extra_golden_fields(self) -> dict[str, Any]:

@@ -39,6 +39,10 @@ class Results:
     #: (no figure, no golden); its identical share is among ``points``.
     parities: list[PairParity] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)
+    #: The fresh launches made to confirm points the launches' noise left undecided, each as
+    #: the results JSON keeps it (``profile``, ``copy``, ``launch_id``, ``load_s``,
+    #: ``measure_s`` and ``points``: each point's outcome after it).
+    confirmations: list[dict[str, Any]] = field(default_factory=list)
     #: One line per golden file change written under --perf-update.
     golden_notes: list[str] = field(default_factory=list)
     #: Golden points of the measured profiles that no test used (only when the whole suite ran).

@@ -97,8 +97,8 @@ def judge(seconds: float, golden: list[float], margins: Margins, startup_cv: flo
     ratio = seconds / statistics.fmean(golden)
     if ratio >= 1 + margins.fail and p_slower < FAIL_ALPHA:
         outcome = Outcome.FAIL
-    elif ratio >= 1 + margins.warn and p_slower < ALPHA:
-        outcome = Outcome.WARN
+    elif ratio >= 1 + margins.fail or (ratio >= 1 + margins.warn and p_slower < ALPHA):
+        outcome = Outcome.WARN  # past the fail margin, not surely: never green
     elif ratio <= 1 - IMPROVE_MARGIN and p_faster < ALPHA:
         outcome = Outcome.IMPROVED
     else:

@@ -1,8 +1,9 @@
 """Why a point's figure is reported, not gated: it says something of the point, but a FAIL on it
 would blame the server for what the host or the sample did. One rule for every kind of point:
 
-- **too few values**: a run had too few values to estimate the percentile it is judged on
-  (a "p99" of 40 values moves by all of one slow request's);
+- **too few values**: a run had fewer values than the percentile it is judged on needs to be
+  certified (MLPerf's early-stopping floors: 662 for a p99, 64 for a p90; a "p99" of 40
+  values moves by all of one slow request's);
 - **the host set the pace**: a simulated engine fell behind its own schedule for more than
   :data:`BEHIND_SHARE` of the point's measured time, so this host, not the model, made it slow;
 - **another host's figure**: a figure this host's speed sets (:attr:`Figure.host_timed
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from pytest_llmperf.core.figures import figure_of
 from pytest_llmperf.core.points import Point
-from pytest_llmperf.core.stats import MIN_SAMPLES
+from pytest_llmperf.core.stats import CERTIFIED
 
 #: A simulated engine that fell behind its schedule for more than this share of a point's
 #: measured time made a figure of its host's speed.
@@ -43,9 +44,10 @@ def why_not_gated(point: Point, host: Host) -> str | None:
     few = point.fewest_samples()
     if few is not None:
         q = point.metric.split("_")[1]
+        need = CERTIFIED[q]
         return (
             f"reported, not gated (a run had only {few} values, too few for a {q}, which needs "
-            f"{MIN_SAMPLES[q]}; lengthen window_s or min_requests to gate it)"
+            f"{need}: {need - few} more a run; lengthen window_s or min_requests to gate it)"
         )
     behind, measured = point.behind_schedule()
     if measured > 0 and behind > BEHIND_SHARE * measured:

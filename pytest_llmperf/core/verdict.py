@@ -1,29 +1,37 @@
 """The statistical verdict of one point against its golden.
 
 On log tok/s, with the golden's raw runs and the launches they came from, and tonight's runs
-(2 or 3, more on demand), all from one launch of the server. Two levels of noise: runs vary
-within a launch, and every launch's mean is offset from the server's level (memory layout,
-graph capture, clocks). The golden's mean is the mean of its launches' means, and::
+(2 or 3, more on demand) and the launches they came from (one, or more once a night confirms on
+a fresh launch). Two levels of noise: runs vary within a launch, and every launch's mean is
+offset from the server's level (memory layout, graph capture, clocks), one offset a launch
+shared by every point it measures. The golden's level is the mean of its launches' means,
+tonight's the mean of tonight's, and::
 
-    d      = mean(log new) − mean of the golden's launch means            (r = e^d, about)
-    var(d) = σ²_between · (1 + 1/L) + σ²_within · (1/n + mean(1/m)/L)
-             (L golden launches of m runs; σ²_between from the golden's launches pooled over
-             the profile's points, or the history's nights, see :class:`LaunchSpread`)
+    d      = mean of tonight's launch means − mean of the golden's launch means   (r = e^d)
+    var(d) = σ²_between · (1/K + 1/L) + σ²_within · (mean(1/n)/K + mean(1/m)/L)
+             (K launches tonight of n runs, L golden launches of m runs; σ²_between from the
+             profile's launch_cv pooled with the golden's launches, counted once a launch, the
+             history's nights, and tonight's launches, see :class:`LaunchSpread`)
     p_drop, p_gain, lcb = Student's t on d / √var(d), Satterthwaite degrees of freedom
 
-    FAIL       r ≤ 1 − fail_margin and p_drop < α: significantly slower by more than the margin,
-               against both levels of noise
-    UNCERTAIN  lcb ≤ 1 − fail_margin and more runs could tell (the within part still matters),
-               or tonight's runs spread far more than the golden's (one run out of line): more
-               runs (3 → 6 → 10) before deciding; at the last stage WARN (inconclusive)
-    WARN       r ≤ 1 − warn_margin and p_drop < α           (passes, reported)
-    IMPROVED   r ≥ 1 + improve_margin and p_gain < α        (passes, suggests --perf-update)
-    PASS       otherwise
+    FAIL        r ≤ 1 − fail_margin and p_drop < FAIL_ALPHA: significantly slower by more than
+                the margin, against both levels of noise (on one launch, only where it would be
+                so with launches three times as far apart as estimated, else CONFIRMING)
+    UNCERTAIN   lcb ≤ 1 − fail_margin and more runs could tell (the within part still matters),
+                or tonight's runs spread far more than the golden's (one run out of line): more
+                runs (3 → 6 → 10) before deciding; at the last stage WARN (inconclusive)
+    CONFIRMING  runs cannot tell, the launches can: past the fail margin but not surely, or a
+                collapse (COLLAPSE × the fail margin) not ruled out at α, or one run alone;
+                measured again on a fresh launch, or WARN where none can be made (an attached
+                server, no confirmation launch left): past the fail margin is never green
+    WARN        r ≤ 1 − warn_margin and p_drop < α           (passes, reported)
+    IMPROVED    r ≥ 1 + improve_margin and p_gain < α        (passes, suggests --perf-update)
+    PASS        otherwise
 
 A FAIL must beat the spread between launches, not only the runs of tonight's; and when
 tonight's runs spread far more than the golden's (an F-test at α), their variance is not pooled
-with the golden's tight one: tonight's own decides (Welch). With one golden launch and no other
-estimate the between part is 0, and the rule is the pooled-variance t-test it was.
+with the golden's tight one: tonight's own decides (Welch). A night of one run never FAILs on
+it alone: one run has no spread of its own.
 
 How many runs a point gets before its verdict, and a recording before its golden, is
 core/staging.py's.
@@ -48,6 +56,17 @@ ALPHA = 0.01
 #: not the margin, is what an unchanged server's nights differ by (benchmarks/verdict_power.py).
 FAIL_ALPHA = 0.001
 IMPROVE_MARGIN = 0.10
+#: A collapse, as a multiple of the fail margin (a 15 % margin: 30 %): a point is decided
+#: without another launch only when a collapse is ruled out at α.
+COLLAPSE = 2.0
+#: A FAIL on one launch stands without a confirmation launch only when it would still be one
+#: with launches this many times as far apart as estimated (a launch_cv three times too low).
+ROBUST_LAUNCH_SD = 3.0
+#: A collapse is ruled out when the lower bound of the ratio at this one-sided level is above
+#: it: a PASS as sure that no collapse hides in the launches' noise as a FAIL must be that one
+#: does (benchmarks/verdict_power.py: at 0.01, 1-2 % of collapsed nights at 10 % launch spread
+#: read PASS; at 0.001, none in 400).
+COLLAPSE_ALPHA = FAIL_ALPHA
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,12 @@ class Verdict:
     #: The smallest drop that could FAIL at this precision, however many more runs tonight
     #: (None: more runs would lower it).
     detectable: float | None = None
+    #: The launches tonight's runs came from.
+    launches: int = 1
+    #: Why the launches keep it undecided (CONFIRMING, or a WARN where no launch could be made):
+    #: ``"fail"`` (a FAIL one launch's luck could make), ``"past"`` (past the fail margin, not
+    #: surely), ``"collapse"`` (a collapse not ruled out), ``"one run"``; None: decided.
+    undecided: str | None = None
 
     @property
     def worse(self) -> bool:
@@ -116,11 +141,12 @@ class LaunchSpread:
 
 
 #: The degrees of freedom the profile's ``launch_cv`` weighs as, beside what was measured (as
-#: five launches would): two launches of a golden measure their spread on one degree of
-#: freedom a point, and an estimate that happens to come out near 0 would make a night's
-#: verdict overconfident, while one that comes out high on 2 degrees of freedom would leave
-#: no FAIL possible. Twenty nights of a history outweigh it.
-PRIOR_DOF = 4.0
+#: seven launches would): two launches of a golden measure their spread on one degree of
+#: freedom, and an estimate that happens to come out near 0 would make a night's verdict
+#: overconfident, while one that comes out high would leave no FAIL possible. Twenty nights of
+#: a history outweigh it. (benchmarks/verdict_power.py: at 4, a 30 % collapse FAILed on 98 %
+#: of nights at a 5 % launch spread with one confirmation launch; at 6, 99 %.)
+PRIOR_DOF = 6.0
 
 
 def with_prior(measured: LaunchSpread | None, launch_cv: float) -> LaunchSpread:
@@ -136,15 +162,18 @@ def with_prior(measured: LaunchSpread | None, launch_cv: float) -> LaunchSpread:
 
 
 def pooled_launch_spread(
-    points: Iterable[Sequence[Sequence[float]]], source: str
+    points: Iterable[Sequence[Sequence[float]]], source: str, launches: int | None = None
 ) -> LaunchSpread | None:
     """The launch-to-launch spread of several points recorded over the same launches (a
     golden file's levels), pooled: each point's launches are its log values, one list a launch.
-    The variance of the launch means less what the runs within them explain, on the points'
-    pooled degrees of freedom (None: no point has two launches)."""
-    between = dof = 0.0
-    for launches in points:
-        groups = [list(g) for g in launches if g]
+    The variance of the launch means less what the runs within them explain, averaged over the
+    points. Its degrees of freedom are the launches' (``launches`` − 1): the points share each
+    launch's offset (a launch that runs fast runs fast at every level), so eight points of two
+    launches measure it once, not eight times. None: no point has two launches."""
+    between = weight = 0.0
+    most = 0
+    for point in points:
+        groups = [list(g) for g in point if g]
         if len(groups) < 2:
             continue
         means = [statistics.fmean(g) for g in groups]
@@ -153,10 +182,38 @@ def pooled_launch_spread(
         within = within_ss / within_dof if within_dof else 0.0
         explained = within * statistics.fmean(1 / len(g) for g in groups)
         between += (len(groups) - 1) * (statistics.variance(means) - explained)
-        dof += len(groups) - 1
-    if not dof:
+        weight += len(groups) - 1
+        most = max(most, len(groups))
+    if not weight:
         return None
-    return LaunchSpread(max(0.0, between / dof), dof, source)
+    dof = (launches if launches is not None else most) - 1
+    return LaunchSpread(max(0.0, between / weight), max(dof, 1), source)
+
+
+#: A night further than this many robust sds from the median night is out of line: it does not
+#: set the spread (one −30 % night among twenty quiet ones would make it 7.9 % by a plain sd).
+OUT_OF_LINE_SDS = 3.5
+
+
+def in_line(values: Sequence[float]) -> list[bool]:
+    """Which values lie within OUT_OF_LINE_SDS robust sds of their median (MAD × 1.4826;
+    where most values are alike and the MAD is 0, the mean deviation × 1.2533)."""
+    median = statistics.median(values)
+    deviations = [abs(x - median) for x in values]
+    scale = statistics.median(deviations) * 1.4826 or statistics.fmean(deviations) * 1.2533
+    return [d <= OUT_OF_LINE_SDS * scale for d in deviations]
+
+
+def robust_launch_spread(night_logs: Sequence[float], source: str) -> LaunchSpread | None:
+    """The launch-to-launch spread of a history's nights (each night's log mean, each night a
+    launch): the sd of the nights in line (:func:`in_line`), on their degrees of freedom (None:
+    fewer than three nights in line)."""
+    if len(night_logs) < 3:
+        return None
+    kept = [x for x, ok in zip(night_logs, in_line(night_logs)) if ok]
+    if len(kept) < 3:
+        return None
+    return LaunchSpread(statistics.variance(kept), len(kept) - 1, f"{source} ({len(kept)} in line)")
 
 
 def decide(
@@ -171,11 +228,14 @@ def decide(
     last_stage: bool = False,
     lower_is_better: bool = False,
     launches: Sequence[str | None] | None = None,
+    new_launches: Sequence[str | None] | None = None,
     spread: LaunchSpread | None = None,
+    can_confirm: bool = False,
 ) -> Verdict:
-    """The verdict for candidate runs ``new`` (one launch) against golden runs ``golden``
-    (all > 0), whose ``launches`` name the launch each came from, with the launch-to-launch
-    ``spread`` (None: none allowed for).
+    """The verdict for tonight's runs ``new`` (from the launches ``new_launches`` names, else
+    one) against golden runs ``golden`` (all > 0) from the launches ``launches`` names, with
+    the launch-to-launch ``spread`` (None: none allowed for). ``can_confirm``: another launch of
+    the server can be made tonight (else an undecided point is a WARN).
 
     ``lower_is_better`` (a latency): the same rule on the inverted figure, with the margins
     read as the latency's rise: a fail margin of 15 % fails a point that is significantly more
@@ -186,32 +246,51 @@ def decide(
     ratio = statistics.fmean(new) / statistics.fmean(golden)
     # On "goodness" (above 1 is better) both directions share one rule.
     good = 1.0 / ratio if lower_is_better else ratio
-    logs = [sign * math.log(v) for v in new]
-    test, out_of_line, limit = _two_level(logs, _by_launch(golden, launches, sign), spread)
+    tonight = _by_launch(new, new_launches, sign)
+    past = _by_launch(golden, launches, sign)
+    test, out_of_line, limit = _two_level(tonight, past, spread)
     p_drop, p_gain = test.p_less(), test.p_greater()
     lcb = math.exp(test.lower_bound(1.0 - alpha))
+    collapse_lcb = math.exp(test.lower_bound(1.0 - COLLAPSE_ALPHA))
     if lower_is_better:
         floor, warn_floor = 1.0 / (1.0 + fail_margin), 1.0 / (1.0 + warn_margin)
-        ceiling = 1.0 / (1.0 - improve_margin)
+        ceiling, collapse = 1.0 / (1.0 - improve_margin), 1.0 / (1.0 + COLLAPSE * fail_margin)
     else:
         floor, warn_floor, ceiling = 1.0 - fail_margin, 1.0 - warn_margin, 1.0 + improve_margin
-    # However many runs tonight adds, the launches' part of the noise stays.
+        collapse = max(1.0 - COLLAPSE * fail_margin, 0.01)
+    # However many runs tonight adds, the launches' part of the noise stays: the smallest drop
+    # that could FAIL (at the FAIL's own α) on these launches.
     detectable = None
     if limit is not None and limit.testable:
-        detectable = 1.0 - math.exp(-t_quantile(1.0 - alpha, limit.dof) * limit.se)
+        detectable = 1.0 - math.exp(-t_quantile(1.0 - fail_alpha, limit.dof) * limit.se)
     runs_can_tell = detectable is None or math.exp(test.diff) * (1 - detectable) > floor
 
-    def verdict(outcome: Outcome, inconclusive: bool = False) -> Verdict:
+    def verdict(outcome: Outcome, inconclusive: bool = False, why: str | None = None) -> Verdict:
         return Verdict(
             outcome, ratio, p_drop, p_gain, lcb, len(new), len(golden), inconclusive,
             lower_is_better, out_of_line, spread.sd if spread else 0.0, detectable,
+            len(tonight), why,
         )  # fmt: skip
 
+    def undecided(why: str) -> Verdict:
+        return verdict(Outcome.CONFIRMING if can_confirm else Outcome.WARN, why=why)
+
     waits = not last_stage and out_of_line  # one run out of line: more runs first
+    one_run = len(new) == 1
     if good <= floor and p_drop < fail_alpha and not waits:
+        if one_run:  # more runs first; one run alone, at the last stage, FAILs nothing
+            return verdict(Outcome.UNCERTAIN) if not last_stage else undecided("one run")
+        if can_confirm and len(tonight) == 1:
+            robust, _, _ = _two_level(tonight, past, spread, ROBUST_LAUNCH_SD**2)
+            if robust.p_less() >= fail_alpha:  # a launch's luck could do it: confirm it
+                return undecided("fail")
         return verdict(Outcome.FAIL)
     if (lcb <= floor and runs_can_tell) or (waits and lcb <= warn_floor):
         return verdict(Outcome.UNCERTAIN if not last_stage else Outcome.WARN, last_stage)
+    if good <= floor:
+        return undecided("past")  # never green
+    if collapse_lcb <= collapse:
+        return undecided("collapse")
     if good <= warn_floor and p_drop < alpha:
         return verdict(Outcome.WARN)
     if good >= ceiling and p_gain < alpha:
@@ -220,53 +299,77 @@ def decide(
 
 
 def _by_launch(
-    golden: Sequence[float], launches: Sequence[str | None] | None, sign: float
+    values: Sequence[float], launches: Sequence[str | None] | None, sign: float
 ) -> list[list[float]]:
-    """The golden's log values, one list a launch (all one launch when none are named)."""
+    """The values' logs, one list a launch (all one launch when none are named)."""
     groups: dict[str | None, list[float]] = {}
-    for k, value in enumerate(golden):
+    for k, value in enumerate(values):
         launch = launches[k] if launches is not None and k < len(launches) else None
         groups.setdefault(launch, []).append(sign * math.log(value))
     return list(groups.values())
 
 
 def _two_level(
-    new: list[float], golden: list[list[float]], spread: LaunchSpread | None
+    new: list[list[float]],
+    golden: list[list[float]],
+    spread: LaunchSpread | None,
+    launch_factor: float = 1.0,
 ) -> tuple[TwoSample, bool, TwoSample | None]:
-    """Tonight's runs against the golden's launches (see the module's docstring): the test,
-    whether tonight's runs spread far more than the golden's (one run out of line), and the
-    test as it would be with endless runs tonight (None: no launch spread to limit it)."""
-    from pytest_llmperf.core.student import TwoSample, f_quantile
+    """Tonight's launches against the golden's (see the module's docstring): the test, whether
+    tonight's runs spread far more than the golden's (one run out of line), and the test as it
+    would be with endless runs on these launches (None: no launch spread to limit it).
+    ``launch_factor`` scales the launches' variance (a robustness check)."""
+    from pytest_llmperf.core.student import f_quantile
 
-    n, lengths = len(new), [len(g) for g in golden]
-    launch_count = len(golden)
-    new_mean = statistics.fmean(new)
-    golden_mean = statistics.fmean(statistics.fmean(g) for g in golden)
-    diff = new_mean - golden_mean
-    within_dof = sum(m - 1 for m in lengths)
-    within_ss = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in golden)
-    new_ss = sum((x - new_mean) ** 2 for x in new)
-    within = within_ss / within_dof if within_dof else 0.0
-    new_var = new_ss / (n - 1) if n > 1 else 0.0
+    k_new, k_old = len(new), len(golden)
+    new_means = [statistics.fmean(g) for g in new]
+    diff = statistics.fmean(new_means) - statistics.fmean(statistics.fmean(g) for g in golden)
+    new_dof, new_ss = _within(new)
+    old_dof, old_ss = _within(golden)
+    old_within = old_ss / old_dof if old_dof else 0.0
+    new_var = new_ss / new_dof if new_dof else 0.0
     out_of_line = (
-        n > 1 and within_dof > 0 and new_var > within * f_quantile(1 - ALPHA, n - 1, within_dof)
+        new_dof > 0
+        and old_dof > 0
+        and new_var > old_within * f_quantile(1 - ALPHA, new_dof, old_dof)
     )
-    if n < 2 or within_dof < 1:
-        # A side of one run: decided by the means alone (no spread to test against).
-        return TwoSample(diff, 0.0, max(1.0, float(n + sum(lengths) - 2))), False, None
-    harmonic = statistics.fmean(1 / m for m in lengths) / launch_count
+    w_new = statistics.fmean(1 / len(g) for g in new) / k_new
+    w_old = statistics.fmean(1 / len(g) for g in golden) / k_old
     parts: list[tuple[float, float]] = []  # (variance of d it adds, its degrees of freedom)
+    within = (new_ss + old_ss) / (new_dof + old_dof) if new_dof + old_dof else 0.0
     if out_of_line:  # tonight's own spread, not pooled with the golden's tight one (Welch)
-        parts += [(new_var / n, n - 1), (within * harmonic, within_dof)]
-    else:
-        pooled = (new_ss + within_ss) / (n - 1 + within_dof)
-        parts.append((pooled * (1 / n + harmonic), n - 1 + within_dof))
-    if spread is None or spread.variance <= 0:
+        parts += [(new_var * w_new, new_dof), (old_within * w_old, old_dof)]
+    elif new_dof + old_dof:
+        parts.append((within * (w_new + w_old), new_dof + old_dof))
+    between = _tonight_joins(spread, new_means, within * statistics.fmean(1 / len(g) for g in new))
+    if between is None or between.variance <= 0:
         return _combined(diff, parts), out_of_line, None
-    # The launches' part, which no number of runs tonight removes.
-    launches = (spread.variance * (1 + 1 / launch_count), spread.dof)
-    limit = _combined(diff, [(within * harmonic, within_dof), launches])
+    # The launches' part, which no number of runs on these launches removes.
+    launches = (launch_factor * between.variance * (1 / k_new + 1 / k_old), between.dof)
+    limit = _combined(diff, [(within * w_old, old_dof + new_dof), launches])
     return _combined(diff, [*parts, launches]), out_of_line, limit
+
+
+def _within(groups: list[list[float]]) -> tuple[int, float]:
+    """The degrees of freedom and the sum of squares of the runs about their launch's mean."""
+    dof = sum(len(g) - 1 for g in groups)
+    ss = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in groups)
+    return dof, ss
+
+
+def _tonight_joins(
+    spread: LaunchSpread | None, means: list[float], explained: float
+) -> LaunchSpread | None:
+    """The launch spread with tonight's launches pooled in (two or more: their means' spread
+    less what their runs explain, on K − 1 degrees of freedom)."""
+    if len(means) < 2:
+        return spread
+    tonight = max(0.0, statistics.variance(means) - explained)
+    if spread is None:
+        return LaunchSpread(tonight, len(means) - 1, "tonight's launches")
+    dof = spread.dof + len(means) - 1
+    variance = (spread.dof * spread.variance + (len(means) - 1) * tonight) / dof
+    return LaunchSpread(variance, dof, f"{spread.source} and tonight's launches")
 
 
 def _combined(diff: float, parts: list[tuple[float, float]]) -> TwoSample:
@@ -306,12 +409,15 @@ def describe(
 def _why(v: Verdict, fail_margin: float, warn_margin: float | None, words: tuple[str, str]) -> str:
     better, worse = words
     fail = f"{fail_margin * 100:g} %"
+    on = f"on {v.launches} launch{'es' if v.launches > 1 else ''}"
     launches = (
-        f"; this server's launches differ by {v.launch_sd * 100:.1f} % (sd), so a drop under "
-        f"{v.detectable * 100:.0f} % cannot FAIL it"
+        f"; this server's launches differ by {v.launch_sd * 100:.1f} % (sd), so {on} a drop "
+        f"under {v.detectable * 100:.0f} % cannot FAIL it"
         if v.detectable is not None and v.detectable > fail_margin
         else ""
     )
+    if v.undecided is not None:
+        return _undecided(v, fail, worse, launches, on)
     if v.outcome is Outcome.FAIL:
         return f"significantly {worse} by more than the {fail} fail margin"
     if v.outcome is Outcome.WARN and v.inconclusive:
@@ -320,21 +426,34 @@ def _why(v: Verdict, fail_margin: float, warn_margin: float | None, words: tuple
             f"a drop beyond the {fail} fail margin could not be ruled out after the last stage "
             f"of runs{spread}"
         )
-    if v.outcome is Outcome.WARN and _beyond(v, fail_margin):
-        # Past the margin, but not as surely as a FAIL must be: one launch's luck could do it.
-        return (
-            f"{worse} by more than the {fail} fail margin, but not surely enough to FAIL (a FAIL "
-            f"needs p < {FAIL_ALPHA:g}){launches}; the next night will tell"
-        )
     if v.outcome is Outcome.WARN:
         warn = f"the {warn_margin * 100:g} % warn margin" if warn_margin else "the warn margin"
         return f"significantly {worse} by more than {warn}, within the {fail} fail margin{launches}"
     if v.outcome is Outcome.IMPROVED:
         return f"significantly {better} by more than {IMPROVE_MARGIN * 100:g} %: refresh the golden"
     if _beyond(v, warn_margin or fail_margin):
-        past = f"the {fail} fail margin" if _beyond(v, fail_margin) else "the warn margin"
-        return f"{worse} by more than {past}, but not significantly (p \u2265 {ALPHA:g}){launches}"
+        return (
+            f"{worse} by more than the warn margin, but not significantly (p ≥ {ALPHA:g}){launches}"
+        )
     return f"within the margins (fails at {fail}){launches}"
+
+
+def _undecided(v: Verdict, fail: str, worse: str, launches: str, on: str) -> str:
+    """What the launches' noise kept undecided, and what happens next: a fresh launch
+    (CONFIRMING), or none could be made tonight (WARN: never PASS)."""
+    spread = f"this server's launches differ by {v.launch_sd * 100:.1f} % (sd)"
+    what = {
+        "fail": f"significantly {worse} by more than the {fail} fail margin, but {spread}: one "
+        "launch's luck could do it",
+        "past": f"{worse} by more than the {fail} fail margin, but not surely enough to FAIL (a "
+        f"FAIL needs p < {FAIL_ALPHA:g}){launches or '; ' + spread}",
+        "collapse": f"within the {fail} fail margin, but {spread}, so {on} a collapse "
+        f"({(v.lower_bound - 1) * 100:+.0f} % at the 99 % bound) is not ruled out",
+        "one run": "one run alone cannot FAIL a point: it has no spread of its own",
+    }[v.undecided or "past"]
+    if v.outcome is Outcome.CONFIRMING:
+        return f"{what}; measured again on a fresh launch after the profile's tests"
+    return f"{what}; no fresh launch could confirm it tonight, so it is not a PASS"
 
 
 def _beyond(v: Verdict, fail_margin: float) -> bool:

@@ -179,15 +179,18 @@ class GoldenFile:
 
     def launch_spread(self, metric: str) -> LaunchSpread | None:
         """How far this server's launches differ for ``metric``, pooled over every point of the
-        file that has runs of two launches or more (they share their launches)."""
+        file that has runs of two launches or more: they share their launches, so its degrees
+        of freedom are the file's launches less one, however many points there are."""
         points = []
+        launches: set[str | None] = set()
         for point in self.points.values():
             if point.metric == metric:
                 by_launch: dict[str | None, list[float]] = {}
                 for run in point.runs:
                     by_launch.setdefault(run.launch_id, []).append(math.log(run.value))
                 points.append(list(by_launch.values()))
-        return pooled_launch_spread(points, "the golden's launches")
+                launches |= set(by_launch)
+        return pooled_launch_spread(points, "the golden's launches", launches=len(launches))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GoldenFile:

@@ -77,6 +77,29 @@ def night_spread(series: Series) -> LaunchSpread | None:
     return LaunchSpread(sd * sd, nights - 1, f"the history's last {nights} nights")
 
 
+def reference_nights(series: Series, since: float | None) -> list[Night]:
+    """The stored nights that join the golden's launches as the point's reference: each a
+    launch of the accepted server, since the golden's last recording and the series' last
+    change point, none that FAILed and none out of line (a night further than OUT_OF_LINE_SDS
+    robust sds from the median night does not set the level). Fewer than MIN_NIGHTS: none."""
+    from pytest_llmperf.core.verdict import in_line
+    from pytest_llmperf.history.series import MIN_NIGHTS
+
+    stored = Series(
+        series.profile, series.key, series.metric, series.lower_is_better, series.nights[:-1]
+    )
+    nights = [
+        n
+        for n in stored.since_last_change()
+        if (since is None or n.started_at >= since) and n.verdict != "FAIL"
+    ]
+    if len(nights) < MIN_NIGHTS:
+        return []
+    logs = [n.log_mean(series.lower_is_better) for n in nights]
+    kept = [n for n, ok in zip(nights, in_line(logs)) if ok]
+    return kept if len(kept) >= MIN_NIGHTS else []
+
+
 def judge(
     series: Series, result: Verdict, margins: Margins, since: float | None
 ) -> tuple[Verdict, list[str], dict[str, Any]]:

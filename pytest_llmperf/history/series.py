@@ -99,17 +99,24 @@ class Series:
             return ()
         return tuple(detect(self.logs, min_magnitude=MIN_MAGNITUDE))
 
-    def spread(self) -> tuple[float, int] | None:
-        """The night-to-night sd of the log means since the last change point (at most
-        SPREAD_NIGHTS of them), and how many nights it comes from; None below MIN_NIGHTS."""
+    def since_last_change(self) -> list[Night]:
+        """The nights since the last change point, at most SPREAD_NIGHTS of them."""
         cps = self.change_points()
         start = cps[-1].index if cps else 0
-        logs = self.logs[start:][-SPREAD_NIGHTS:]
+        return list(self.nights[start:][-SPREAD_NIGHTS:])
+
+    def spread(self) -> tuple[float, int] | None:
+        """The night-to-night sd of the log means since the last change point (at most
+        SPREAD_NIGHTS of them), robust: a night out of line (a FAILed night, a hiccup) does not
+        set it (core/verdict.py's robust_launch_spread); and how many nights it comes from.
+        None below MIN_NIGHTS."""
+        from pytest_llmperf.core.verdict import robust_launch_spread
+
+        logs = [n.log_mean(self.lower_is_better) for n in self.since_last_change()]
         if len(logs) < MIN_NIGHTS:
             return None
-        mean = sum(logs) / len(logs)
-        sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (len(logs) - 1))
-        return sd, len(logs)
+        found = robust_launch_spread(logs, "nights")
+        return (found.sd, int(found.dof) + 1) if found is not None else None
 
     def report(self, cp: ChangePoint) -> dict[str, Any]:
         """A change point as the results JSON and the CLI give it."""
@@ -238,14 +245,20 @@ def fingerprint_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return out
 
 
+#: Runs that are not nights of a series: a recording is the golden's, and a --perf-measure
+#: session (a bisect's steps, a comparison) measures something other than the nightly.
+NOT_NIGHTS = ("update", "measure")
+
+
 def build(rows: Iterable[dict[str, Any]]) -> list[Series]:
     """Series from the store's rows (:meth:`HistoryStore.series_rows`), one per (profile, key),
-    each night once (the latest write of a point wins), nights without a value and recordings
-    (--perf-update runs) left out."""
+    each night once (the latest write of a point wins), nights without a value, recordings
+    (--perf-update runs) and --perf-measure sessions left out (compare them with
+    ``history --compare``)."""
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
-        if row.get("mode") == "update":
-            continue  # a recording is the golden's, not a night of the series
+        if row.get("mode") in NOT_NIGHTS:
+            continue
         grouped.setdefault((row["profile"], row["key"]), []).append(row)
     out = []
     for (profile, key), group in grouped.items():

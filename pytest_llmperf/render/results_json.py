@@ -28,6 +28,10 @@ TOP_FIELDS = {
     "a router also topology (router, policy, workers, dp_size, router_version) and workers (each "
     "worker's url, version, server_info summary and log)",
     "points": "every measured point, and every figure checked on its runs (below)",
+    "confirmations": "each fresh launch a night made to decide the points its launches' noise "
+    "left undecided (CONFIRMING): `profile`, `copy` (the launch's name, e.g. "
+    "`sim-baseline@confirm1`), `launch_id`, `load_s`, `measure_s` (the time its points were "
+    "measured) and `points` (each point it measured again, and its verdict after it)",
     "speculative": "per speculative profile measured with its base in the run: speedup per "
     "level with its 95 % interval, crossover, cut-off advice, the speedup gate's verdicts, and "
     "`energy_ratio` (per level, its energy per output token ÷ the base's, where NVML measured "
@@ -142,6 +146,8 @@ RUN_FIELDS = {
     "loop_lag_s": "the client's event-loop lag: percentiles and max",
     "client_cpu_fraction": "the client's CPU time ÷ wall time (near 1: the client set the pace)",
     "problems": "why the run is INVALID (empty when it is not)",
+    "launch_id": "the server launch that measured it: a point measured again on a fresh launch "
+    "to confirm it has runs of several",
     "window": "the steady-state window (window_s): when it opened, its length, its tokens, "
     "the requests that finished and were cut",
     "prompt_tokens": "Σ server-reported prompt tokens of the finished requests",

@@ -81,6 +81,26 @@ def measured_blocks(results: Results) -> list[Block]:
     return blocks + plain(terminal.profile_lines(results))
 
 
+def confirmation_blocks(results: Results) -> list[Block]:
+    """Each fresh launch made to confirm undecided points, and what it decided."""
+    lines: list[Line] = []
+    for c in results.confirmations:
+        counts: dict[str, int] = {}
+        for outcome in c["points"].values():
+            counts[outcome] = counts.get(outcome, 0) + 1
+        shown = ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing to decide"
+        load = f"loaded in {c['load_s']:,.1f} s, " if c.get("load_s") is not None else ""
+        color = "red" if "FAIL" in counts else None
+        lines.append(
+            (
+                f"{c['profile']}: confirmed on a fresh launch ({c['copy']}, {load}measured "
+                f"{c['measure_s']:,.1f} s): {shown}",
+                color,
+            )
+        )
+    return [(None, lines)] if lines else []
+
+
 def speculative_json(results: Results) -> list[Any]:
     return [_speculative(results, a) for a in results.analyses]
 
@@ -125,6 +145,7 @@ def shown_with_the_pair(results: Results) -> list[Block]:
 #: The kinds of result, in the order both the terminal and the results JSON show them.
 SECTIONS = (
     Section("points", listed(MeasuredPoint), measured_blocks),
+    Section("confirmations", lambda r: list(r.confirmations), confirmation_blocks),
     Section("speculative", speculative_json, lambda r: plain(terminal.speculative_lines(r))),
     Section("capacity", listed(CapacityPoint), capacity_blocks),
     Section("startup", listed(StartupPoint), said(StartupPoint)),

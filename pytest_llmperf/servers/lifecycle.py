@@ -64,6 +64,9 @@ class ServerHandle:
     started_at: float = field(default_factory=time.monotonic)
     info: dict[str, Any] = field(default_factory=dict)
     died: str | None = None  # why it is no longer usable
+    #: Stopped for good: a second stop does nothing (its pid may belong to another process by
+    #: then).
+    stopped: bool = False
     #: Whether it serves Prometheus /metrics that servers/metrics.py can read.
     serves_metrics: bool = False
     #: Stops the server if pytest dies without stopping it (servers/watchdog.py).
@@ -477,8 +480,9 @@ def _stop_one(handle: ServerHandle, grace_s: float | None) -> None:
     import psutil  # lazily: only a launched server needs it
 
     process = handle.process
-    if process is None:
+    if process is None or handle.stopped:
         return
+    handle.stopped = True
     grace_s = handle.profile.shutdown_timeout_s if grace_s is None else grace_s
     if handle.slurm is not None:  # every rank on every node, not only the local srun
         from pytest_llmperf.servers import srun

@@ -60,6 +60,8 @@ def test_margins_profile_then_marker_then_the_checks_arguments(marker, kwargs, e
     [([100.0, 101.0, 99.0], Outcome.PASS), ([60.0, 61.0, 59.0], Outcome.FAIL)],
 )
 def test_llmperf_check_decides_against_the_golden(session, values, outcome):
+    """One launch judged (no confirmation launch tonight): a 40 % drop is a FAIL."""
+    session.settings = Settings(baseline_dir=session.settings.baseline_dir, confirm_launches=0)
     point = measured("sim-base", 4, values)
     golden(session, "sim-base", point.key, [99.0, 100.0, 101.0] * 3 + [100.0], point.workload)
     fixture = LLMPerfFixture(
@@ -74,6 +76,19 @@ def test_llmperf_check_decides_against_the_golden(session, values, outcome):
     else:
         fixture.check(point)
     assert point.outcome is outcome
+
+
+def test_a_drop_one_launch_s_luck_could_make_waits_for_a_fresh_launch(session):
+    """With a confirmation launch to make, the same 40 % drop against a golden of one launch
+    (whose spread only the profile's 3 % launch_cv speaks for) is not decided on this launch:
+    it is CONFIRMING (the test passes) and waits for the profile's fresh launch."""
+    point = measured("sim-base", 4, [60.0, 61.0, 59.0])
+    golden(session, "sim-base", point.key, [99.0, 100.0, 101.0] * 3 + [100.0], point.workload)
+    fixture = LLMPerfFixture(session.profile("sim-base"), None, session, point.test)  # type: ignore[arg-type]
+    fixture.check(point)
+    assert point.outcome is Outcome.CONFIRMING and point.verdict.passed
+    assert "one launch's luck could do it" in (point.message or "")
+    assert [p.point for p in session.to_confirm["sim-base"]] == [point]
 
 
 def test_llmperf_check_fails_an_invalid_point_before_looking_at_goldens(session):

@@ -160,39 +160,115 @@ def test_a_fail_must_beat_the_spread_between_launches():
 
 
 def test_more_runs_are_not_asked_for_when_only_another_launch_could_tell():
+    """3 % down against launches 10 % apart and a golden of one launch: runs cannot tell, and a
+    collapse is not ruled out on one launch: another launch is asked for, not more runs."""
     spread = LaunchSpread(0.10**2, 30, "the history's nights")
-    v = decide([97.0, 97.2, 96.9], GOLD, **M, spread=spread)
-    assert v.name == "PASS" and 0.2 < (v.detectable or 0) < 0.3  # a drop under ~25 % can't FAIL
-    assert describe("p C=1", 97.0, 100.0, v, 0.15, 0.05).endswith(
-        "within the margins (fails at 15 %); this server's launches differ by 10.0 % (sd), so a "
-        f"drop under {v.detectable * 100:.0f} % cannot FAIL it"
+    v = decide([97.0, 97.2, 96.9], GOLD, **M, spread=spread, can_confirm=True)
+    assert v.name == "CONFIRMING" and v.undecided == "collapse"
+    assert 0.3 < (v.detectable or 0) < 0.4  # at the FAIL's own α: a drop under ~35 % can't FAIL
+    text = describe("p C=1", 97.0, 100.0, v, 0.15, 0.05)
+    assert (
+        "within the 15 % fail margin, but this server's launches differ by 10.0 % (sd), so on "
+        in text
     )
+    assert text.endswith("measured again on a fresh launch after the profile's tests")
+    # Where no launch can be made (an attached server), it is not a PASS.
+    assert decide([97.0, 97.2, 96.9], GOLD, **M, spread=spread).name == "WARN"
 
 
-def test_a_drop_past_the_fail_margin_that_launches_could_explain_says_so():
-    """20 % down against launches 7 % apart: past the margin, so the WARN must not say "within
-    the fail margin"; it says why it is not a FAIL."""
-    spread = LaunchSpread(0.07**2, 30, "the golden's launches")
+def test_a_drop_past_the_fail_margin_is_never_green():
+    """20 % down against launches 7 % and 10 % apart: past the margin, not surely a FAIL. It is
+    confirmed on a fresh launch where one can be made, else a WARN that says why, never a PASS."""
     launches = ["a"] * 5 + ["b"] * 5
     gold = [100.0, 100.5, 99.5, 100.2, 99.8, 110.0, 110.4, 109.6, 110.2, 109.8]
-    v = decide([84.0, 84.3, 83.8], gold, **M, launches=launches, spread=spread, last_stage=True)
-    assert v.name == "WARN" and v.ratio < 0.85 and v.p_drop > 0.001
-    text = describe("p C=1", 84.0, 104.9, v, 0.15, 0.05)
-    assert "within the 15 % fail margin" not in text
-    assert text.endswith(
-        "WARN: slower by more than the 15 % fail margin, but not surely enough to FAIL (a FAIL "
-        f"needs p < 0.001); this server's launches differ by 7.0 % (sd), so a drop under "
-        f"{v.detectable * 100:.0f} % cannot FAIL it; the next night will tell"
+    for sd in (0.07, 0.10):
+        spread = LaunchSpread(sd**2, 30, "the golden's launches")
+        new = [84.0, 84.3, 83.8]
+        v = decide(new, gold, **M, launches=launches, spread=spread, last_stage=True)
+        assert v.name == "WARN" and v.undecided == "past" and v.ratio < 0.85 and v.p_drop > 0.001
+        text = describe("p C=1", 84.0, 104.9, v, 0.15, 0.05)
+        assert "within the 15 % fail margin" not in text
+        assert (
+            "WARN: slower by more than the 15 % fail margin, but not surely enough to FAIL" in text
+        )
+        assert text.endswith("no fresh launch could confirm it tonight, so it is not a PASS")
+        confirming = decide(new, gold, **M, launches=launches, spread=spread, can_confirm=True)
+        assert confirming.name == "CONFIRMING" and confirming.passed
+
+
+def test_a_fail_one_launch_s_luck_could_make_is_confirmed_first():
+    """30 % down, launches 8 % apart (known on 30 degrees of freedom, as a history knows them):
+    significant against that spread, but not were launches three times as far apart: confirmed
+    on a fresh launch where one can be made."""
+    spread = LaunchSpread(0.08**2, 30, "the history's nights")
+    launches = ["a"] * 5 + ["b"] * 5
+    gold = [100.0, 100.5, 99.5, 100.2, 99.8, 101.0, 101.4, 100.6, 101.2, 100.8]
+    new = [70.0, 70.3, 69.8]
+    assert decide(new, gold, **M, launches=launches, spread=spread).name == "FAIL"
+    first = decide(new, gold, **M, launches=launches, spread=spread, can_confirm=True)
+    assert first.name == "CONFIRMING" and first.undecided == "fail"
+    # The fresh launch reads the same: over tonight's two launches it is a FAIL.
+    both = decide(
+        [*new, 69.5, 70.1, 69.9], gold, **M, launches=launches, spread=spread,
+        new_launches=["t1"] * 3 + ["t2"] * 3, can_confirm=True,
+    )  # fmt: skip
+    assert both.name == "FAIL" and both.launches == 2
+    # A fresh launch back at the golden's level: it was one slow launch, not a collapse.
+    cleared = decide(
+        [*new, 100.2, 100.6, 99.9], gold, **M, launches=launches, spread=spread,
+        new_launches=["t1"] * 3 + ["t2"] * 3, can_confirm=False,
+    )  # fmt: skip
+    assert cleared.name != "FAIL"
+
+
+def test_one_run_never_fails_on_it_alone():
+    """One run has no spread of its own: a drop past the margin is confirmed, or a WARN."""
+    for gold in (GOLD, [100.0, 101.0]):
+        assert decide([60.0], gold, **M).name == "UNCERTAIN"  # more runs first
+        assert decide([60.0], gold, **M, last_stage=True).name == "WARN"
+    # Against a precise golden, one run 40 % down would be significant: it says why it is not
+    # a FAIL, and is confirmed on a fresh launch where one can be made.
+    v = decide([60.0], GOLD, **M, last_stage=True)
+    assert v.undecided == "one run" and "one run alone cannot FAIL a point" in describe(
+        "p C=1", 60.0, 100.0, v, 0.15, 0.05
     )
-    # Launches 10 % apart: not even significant at 1 %, a PASS, that says it moved.
-    wide = LaunchSpread(0.10**2, 30, "the golden's launches")
-    v = decide([84.0, 84.3, 83.8], gold, **M, launches=launches, spread=wide, last_stage=True)
-    assert v.name == "PASS"
-    assert describe("p C=1", 84.0, 104.9, v, 0.15, 0.05).endswith(
-        "PASS: slower by more than the 15 % fail margin, but not significantly (p ≥ 0.01); "
-        f"this server's launches differ by 10.0 % (sd), so a drop under {v.detectable * 100:.0f} "
-        "% cannot FAIL it"
-    )
+    assert decide([60.0], GOLD, **M, last_stage=True, can_confirm=True).name == "CONFIRMING"
+
+
+def test_the_blind_zone_is_said_at_the_fail_s_own_alpha():
+    """The smallest drop that can FAIL is computed at α = 0.001, as a FAIL needs."""
+    from pytest_llmperf.core.student import t_quantile
+
+    spread = LaunchSpread(0.10**2, 30, "the history's nights")
+    v = decide([97.0, 97.2, 96.9], GOLD, **M, spread=spread)
+    limit_se = math.sqrt(0.10**2 * 2 + np.var(np.log(GOLD), ddof=1) / len(GOLD))
+    dof_lo, dof_hi = 25, 40  # Satterthwaite, between the parts' degrees of freedom
+    lo = 1 - math.exp(-t_quantile(0.999, dof_hi) * limit_se)
+    hi = 1 - math.exp(-t_quantile(0.999, dof_lo) * limit_se)
+    assert lo <= (v.detectable or 0) <= hi * 1.01
+
+
+def test_launches_are_counted_once_however_many_points_share_them():
+    """Eight points of two launches measure the launch spread on one degree of freedom."""
+    from pytest_llmperf.core.verdict import pooled_launch_spread
+
+    point = [[0.0, 0.01, -0.01], [0.1, 0.11, 0.09]]
+    one = pooled_launch_spread([point], "x", launches=2)
+    eight = pooled_launch_spread([point] * 8, "x", launches=2)
+    assert one is not None and eight is not None
+    assert eight.dof == one.dof == 1 and eight.variance == pytest.approx(one.variance)
+
+
+def test_one_bad_night_does_not_set_the_history_s_spread():
+    """Twenty quiet nights 2 % apart and one 30 % down: the spread stays about 2 %."""
+    from pytest_llmperf.core.verdict import robust_launch_spread
+
+    rng = np.random.default_rng(7)
+    nights = list(rng.normal(0.0, 0.02, 20)) + [math.log(0.7)]
+    found = robust_launch_spread(nights, "nights")
+    assert found is not None and found.dof == 19 and 0.01 < found.sd < 0.03
+    plain = float(np.std(nights, ddof=1))
+    assert plain > 0.07  # what a plain sd makes of it
 
 
 def test_an_accept_length_below_the_floor_fails_and_one_at_it_holds():
