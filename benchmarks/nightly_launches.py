@@ -1,8 +1,9 @@
 """The nightly on a real engine, launch by launch: does a 30 % collapse FAIL every night, and do
 unchanged nights stay quiet?
 
-Records the shipped ``llamacpp-smollm2`` profile as it says (its ``record_launches``: two
-launches, each with its runs), then N nights with nothing changed and N nights with every
+Records the shipped ``llamacpp-smollm2`` profile as it says (its ``record_launches``, by default
+from its launch_cv: 4 launches at 0.08, each with its runs), then N nights with nothing changed
+and N nights with every
 llama-server the night launches stopped 30 % of the time in 0.5 s slices (SIGSTOP and SIGCONT
 from outside, as tests/helpers.py's Throttle: the binary, its flags and its fingerprint stay
 those of the golden). Each night is a fresh pytest process, so a fresh launch of the server,

@@ -17,14 +17,18 @@
    Reports FAIL / WARN / inconclusive rates, mean candidate runs and golden runs, and the
    false-FAIL probability of a 16-point night (1 − (1 − p)^16).
 
-2. ``--launches NIGHTS`` (run by default): launches as replicates. A profile of 8 points is
-   recorded over ``record_launches`` = 2 launches (5 runs each, the file's points sharing their
-   launches), each launch offset by N(0, launch CV) at every point; the verdict gets the
-   golden's between-launch spread pooled over the 8 points (or, "with a history", the spread
-   of 20 stored nights), and each night is one new launch judged with its staged runs. Reported
-   per launch CV of 2, 5, 10 and 20 %: false FAIL per 1,000 point-nights, and how often a 15 %
-   and a 30 % drop FAIL. Also the "one bad run" night: one run of the candidate's first stage
-   30 % down (a hiccup), the server unchanged.
+2. ``--launches NIGHTS`` (run by default): launches as replicates. A profile of 4 points is
+   recorded as a default recording does: ``record_launches`` launches by the profile's
+   launch_cv (2 up to 5 %, 4 up to 8 %, 6 above; ``--record-launches`` to fix it), 5 runs each,
+   runs 4 % apart, the file's points sharing each launch's offset N(0, launch sd). The verdict
+   gets the golden's launch spread counted once a launch (or, "with a history", the robust
+   spread of 20 stored nights), pooled with the profile's launch_cv. Each night is one fresh
+   launch, each point's first stage of runs, more while UNCERTAIN, then the points left
+   CONFIRMING measured again on fresh launches up to confirm_launches, judged over tonight's
+   launches. Per launch spread of 2, 5, 10 and 20 %, launch_cv set right and 3× too low, with
+   and without history, with 1 and 3 confirmation launches, a 30 % collapse and an unchanged
+   server: FAIL per 1,000 point-nights, nights with a FAIL, WARN and PASS shares, and the
+   confirmation launches a night makes (the cost of quiet).
 
 3. ``--e2e K``: the plugin end to end on the simulated engine, in a scratch directory: record
    goldens (2 launches, pooled) for sim-baseline and sim-eagle3 at C = 1, 10, 30 over
@@ -62,6 +66,7 @@ from pytest_llmperf.core.staging import (
     STAGES,
     first_stage,
     golden_is_precise,
+    launches_to_record,
 )
 from pytest_llmperf.core.verdict import (
     LaunchSpread,
@@ -210,7 +215,7 @@ def monte_carlo(trials: int, null_trials: int, seed: int) -> None:
 
 LAUNCH_SDS = (0.02, 0.05, 0.10, 0.20)
 POINTS = 4  # a profile's levels: they share their launches
-RECORD_LAUNCHES = 2  # a default recording
+RECORD_LAUNCHES: int | None = None  # None: a default recording (by the launch_cv)
 RECORD_RUNS = 5
 RUN_SD = 0.04  # runs 4 % apart within a launch
 HISTORY_NIGHTS = 20
@@ -233,13 +238,13 @@ class Server:
 
 
 def recorded(
-    rng: np.random.Generator, launch_sd: float
+    rng: np.random.Generator, launch_sd: float, launches: int
 ) -> tuple[list[list[float]], list[list[str]]]:
-    """Each point's golden runs and their launches: RECORD_LAUNCHES launches of RECORD_RUNS."""
+    """Each point's golden runs and their launches: ``launches`` launches of RECORD_RUNS."""
     server = Server(rng, launch_sd)
     values: list[list[float]] = [[] for _ in range(POINTS)]
     ids: list[list[str]] = [[] for _ in range(POINTS)]
-    for k in range(RECORD_LAUNCHES):
+    for k in range(launches):
         server.launch()
         for p in range(POINTS):
             values[p] += server.runs(RECORD_RUNS)
@@ -247,14 +252,22 @@ def recorded(
     return values, ids
 
 
-def golden_spread(values: list[list[float]], ids: list[list[str]]) -> LaunchSpread | None:
+def golden_spread(
+    values: list[list[float]], ids: list[list[str]], launches: int
+) -> LaunchSpread | None:
     """The golden file's launch spread, as GoldenFile.launch_spread pools it: over its points,
     counted once a launch."""
     groups = [
-        [[math.log(v) for v, i in zip(vals, lids) if i == f"g{k}"] for k in range(RECORD_LAUNCHES)]
+        [[math.log(v) for v, i in zip(vals, lids) if i == f"g{k}"] for k in range(launches)]
         for vals, lids in zip(values, ids)
     ]
-    return pooled_launch_spread(groups, "the golden's launches", launches=RECORD_LAUNCHES)
+    return pooled_launch_spread(groups, "the golden's launches", launches=launches)
+
+
+def golden_launches(launch_cv: float) -> int:
+    """The golden's launches: --record-launches, else a default recording's for the profile's
+    launch_cv (core/staging.py launches_to_record)."""
+    return RECORD_LAUNCHES if RECORD_LAUNCHES is not None else launches_to_record(launch_cv)
 
 
 def stored_nights(rng: np.random.Generator, launch_sd: float, n: int) -> list[list[list[float]]]:
@@ -279,10 +292,11 @@ def night(
     each point's final verdict, and the confirmation launches the night made. As the plugin
     runs it: each point's first stage on tonight's launch, more runs while UNCERTAIN, then the
     points left CONFIRMING measured again on a fresh launch, up to ``budget`` of them."""
-    values, ids = recorded(rng, launch_sd)
+    recorded_launches = golden_launches(launch_cv)
+    values, ids = recorded(rng, launch_sd, recorded_launches)
     reference = [list(v) for v in values]
     reference_ids = [list(i) for i in ids]
-    measured = golden_spread(values, ids)
+    measured = golden_spread(values, ids, recorded_launches)
     if history:
         nights = stored_nights(rng, launch_sd, history)
         for k, points in enumerate(nights):
@@ -356,7 +370,14 @@ def cell(
     }
 
 
-def launches_table(nights: int, seed: int, robust: float | None = None) -> None:
+def launches_table(
+    nights: int,
+    seed: int,
+    robust: float | None = None,
+    spreads: tuple[float, ...] = LAUNCH_SDS,
+    budgets: tuple[int, ...] = (1, 3),
+    histories: tuple[int, ...] = (0, HISTORY_NIGHTS),
+) -> None:
     """Every cell of the verdict's power with launches as replicates: a collapse of 30 % and an
     unchanged server, for launch spreads of 2, 5, 10 and 20 % with the profile's launch_cv set
     to the spread and three times too low, on the first night after a default recording and
@@ -368,7 +389,8 @@ def launches_table(nights: int, seed: int, robust: float | None = None) -> None:
         verdict.ROBUST_LAUNCH_SD = robust
     print(
         f"\n# Launches as replicates: {POINTS} points sharing each launch's offset, recorded over "
-        f"{RECORD_LAUNCHES} launches x {RECORD_RUNS} runs (runs {RUN_SD:.0%} apart), then one "
+        f"{RECORD_LAUNCHES or 'the default number of'} launches (core/staging.py: by the "
+        f"launch_cv, the golden column) x {RECORD_RUNS} runs (runs {RUN_SD:.0%} apart), then one "
         f"night: each point's first stage on a fresh launch, more runs while UNCERTAIN, the "
         f"points left CONFIRMING measured again on a fresh launch up to confirm_launches; "
         f"{nights} nights per cell ({nights * POINTS} point-nights)"
@@ -378,15 +400,15 @@ def launches_table(nights: int, seed: int, robust: float | None = None) -> None:
         "| FAIL per 1,000 point-nights | nights with a FAIL % | WARN % | PASS % of points "
         "| nights with a PASS % | confirmation launches a night |"
     )
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for launch_sd in LAUNCH_SDS:
+    print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for launch_sd in spreads:
         for launch_cv in (launch_sd, launch_sd / 3):
-            for history in (0, HISTORY_NIGHTS):
-                for budget in (1, 3):
+            for history in histories:
+                for budget in budgets:
                     for drop in (0.0, COLLAPSE):
                         c = cell(rng, nights, launch_sd, drop, launch_cv, budget, history)
                         print(
-                            f"| {launch_sd:.0%} | {launch_cv:.3g} | "
+                            f"| {launch_sd:.0%} | {launch_cv:.3g} | {golden_launches(launch_cv)} | "
                             f"{f'{history} nights' if history else 'none'} | {budget} | "
                             f"{drop:.0%} | {c['fail_point']:.1f} | {c['fail_per_1000']:.2f} | "
                             f"{c['nights_fail']:.2f} | {c['warn_point']:.1f} | "
@@ -486,6 +508,7 @@ def end_to_end(k: int) -> None:
 
 
 def main() -> None:
+    global RECORD_LAUNCHES
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--trials", type=int, default=5000, help="Monte-Carlo trials per cell (0 to skip)"
@@ -507,11 +530,24 @@ def main() -> None:
     parser.add_argument(
         "--e2e", type=int, default=0, metavar="K", help="unchanged end-to-end suite runs"
     )
+    parser.add_argument(
+        "--record-launches",
+        type=int,
+        default=None,
+        help="the golden's launches (default: a default recording's, by the launch_cv)",
+    )
+    parser.add_argument("--spreads", type=float, nargs="+", default=LAUNCH_SDS)
+    parser.add_argument("--confirm", type=int, nargs="+", default=(1, 3), metavar="LAUNCHES")
+    parser.add_argument("--history", type=int, nargs="+", default=(0, HISTORY_NIGHTS))
     args = parser.parse_args()
+    RECORD_LAUNCHES = args.record_launches
     if args.trials:
         monte_carlo(args.trials, args.null_trials or 4 * args.trials, args.seed)
     if args.launches:
-        launches_table(args.launches, args.seed, args.robust)
+        launches_table(
+            args.launches, args.seed, args.robust, tuple(args.spreads), tuple(args.confirm),
+            tuple(args.history),
+        )  # fmt: skip
     if args.e2e:
         end_to_end(args.e2e)
 

@@ -397,8 +397,10 @@ class Profile:
     record_launches: int | None = setting(
         None,
         "server launches a `--perf-update` records, each with its runs, so that the golden knows "
-        "how far launches differ (the verdict allows for it); default 2 for a launched server, "
-        "1 for one the plugin attaches to (see *Golden baselines and verdicts*)",
+        "how far launches differ (the verdict allows for it); default for a launched server 2, "
+        "4 where launch_cv is over 0.05, 6 over 0.08 (a golden of too few launches cannot FAIL a "
+        "collapse on launches that far apart), 1 for one the plugin attaches to (see *Golden "
+        "baselines and verdicts*)",
         "load",
         check=optional(is_pos_int),
         allowed="a positive integer: the launches a recording makes",
@@ -476,8 +478,9 @@ class Profile:
         0.03,
         "how far a launch of this server is expected to move a figure (a coefficient of "
         "variation): the verdict's prior for the spread between launches, weighed beside the "
-        "launches the golden (or the history) measured as five launches' worth; raise it for a "
-        "server whose launches differ more (a CPU engine on shared cores: 0.08)",
+        "launches the golden (or the history) measured as six launches' worth; raise it for a "
+        "server whose launches differ more (a CPU engine on shared cores: 0.08): a recording "
+        "says how far its launches differed",
         "verdict",
         check=is_fraction,
         allowed="a fraction between 0 and 1, e.g. 0.03",
@@ -723,11 +726,14 @@ class Profile:
 
     @property
     def launches_to_record(self) -> int:
-        """``record_launches``, else 2 for a server the plugin launches, 1 for one it attaches
-        to (it cannot launch that one again)."""
+        """``record_launches``, else 1 for a server the plugin attaches to (it cannot launch
+        that one again) and, for one it launches, as many as its ``launch_cv`` needs: 2 up to
+        5 %, 4 up to 8 %, 6 above (core/staging.py)."""
+        from pytest_llmperf.core.staging import launches_to_record
+
         if self.record_launches is not None:
             return self.record_launches
-        return 1 if self.url is not None else 2
+        return 1 if self.url is not None else launches_to_record(self.launch_cv)
 
     @property
     def output_len(self) -> int:

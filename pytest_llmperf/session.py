@@ -10,6 +10,7 @@ the renderers.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from pytest_llmperf.core.points import MeasuredPoint, Point
     from pytest_llmperf.core.results import Results
     from pytest_llmperf.core.speculative import Analysis
+    from pytest_llmperf.core.verdict import LaunchSpread
     from pytest_llmperf.fixtures.confirm import Launched, Pending
     from pytest_llmperf.golden.fingerprint import Fingerprint
     from pytest_llmperf.golden.model import GoldenFile
@@ -253,10 +255,12 @@ class LLMPerfSession:
         return path
 
     def unused_goldens(self) -> list[str]:
-        """Recorded points of the selected profiles that no test measured in this run."""
+        """Recorded points of the selected profiles that no test measured in this run (a copy
+        of a profile, a later or a confirmation launch, measures its origin's points)."""
         measured = {(p.profile, p.key) for p in self.points}
+        copies = {p.name for p in self.selected if p.copy_of is not None}
         unused = []
-        for profile in self.servers:
+        for profile in [name for name in self.servers if name not in copies]:
             path = self.golden_file(profile)
             golden = self.goldens.get(path)
             for key in sorted(golden.points if golden is not None else ()):
@@ -402,8 +406,10 @@ class LLMPerfSession:
                 written = store.load(path)
             except store.GoldenError:
                 continue
-            measured = written.launch_spread("output_tok_s") if written is not None else None
-            if profile is None or measured is None:
+            if written is None or profile is None:
+                continue
+            measured = written.launch_spread("output_tok_s")
+            if measured is None:
                 continue
             sd, prior = math.expm1(measured.sd), profile.launch_cv
             launches = int(measured.dof) + 1
@@ -418,5 +424,38 @@ class LLMPerfSession:
                     "--perf-update-launches N), so that the verdict neither cries wolf nor "
                     "lets a collapse through"
                 )
-            notes.append(said)
+            runs = self._runs_per_launch_note(
+                profile, written.run_variance("output_tok_s"), measured
+            )
+            notes.append(said + runs)
         return notes
+
+    def _runs_per_launch_note(
+        self, profile: Profile, within: float | None, between: LaunchSpread
+    ) -> str:
+        """The runs a launch should carry from what this recording paid and saw (core/staging
+        runs_per_launch), when it is far from the profile's ``runs``."""
+        from pytest_llmperf.core.points import MeasuredPoint
+        from pytest_llmperf.core.staging import MIN_STAGE, runs_per_launch
+
+        names = {p.name for p in self.selected if p.origin == profile.name}
+        loads = [s for n in names if (s := self.load_times.get(n)) is not None]
+        durations = [
+            r.duration_s for p in self.of(MeasuredPoint) if p.profile in names for r in p.runs
+        ]
+        if within is None or not loads or not durations:
+            return ""
+        load_s, run_s = statistics.fmean(loads), statistics.fmean(durations)
+        best = runs_per_launch(load_s, run_s, within, between.variance)
+        if best is None or profile.runs / 2 <= best <= profile.runs * 2:
+            return ""
+        advice = max(MIN_STAGE, round(best))
+        rather = (
+            ", and more launches (record_launches, confirm_launches)" if best < profile.runs else ""
+        )
+        return (
+            f"; with a load of {load_s:.0f} s, a run of {run_s:.1f} s and runs "
+            f"{math.expm1(math.sqrt(within)):.1%} apart within a launch, {best:.1f} runs a launch "
+            f"buy the most precision per minute (Kalibera and Jones): runs = {advice}{rather}, "
+            f"where it is {profile.runs}"
+        )

@@ -154,7 +154,8 @@ OPTIONS = tuple(
             "--perf-update-launches",
             "llmperf_update_launches",
             "Server launches a recording makes, each with its runs: profile (each profile's "
-            "record_launches: 2 for a launched server, 1 for an attached one) or a fixed N.",
+            "record_launches: for a launched server 2, more where its launch_cv is high; 1 for an "
+            "attached one) or a fixed N.",
             "N",
             "profile",
         ),

@@ -98,3 +98,28 @@ def records_more(
         and first <= len(values) < RECORD_MAX_RUNS
         and not golden_is_precise([*pooled, *values], fail_margin)
     )
+
+
+def runs_per_launch(load_s: float, run_s: float, within: float, between: float) -> float | None:
+    """The runs a launch should carry for the most precision per minute (Kalibera and Jones,
+    ISMM 2013): r* = √((launch cost ÷ run cost) × (σ²within ÷ σ²between)). A launch that is
+    cheap beside a run, or launches that differ far more than runs, want few runs and more
+    launches; an expensive load with noisy runs wants more runs a launch. None: a figure is
+    missing or the launches did not differ at all (then runs alone decide)."""
+    if min(load_s, run_s) <= 0 or within < 0 or between <= 0:
+        return None
+    return math.sqrt((load_s / run_s) * (within / between))
+
+
+#: A launched server's golden launches by the profile's ``launch_cv`` (the first whose spread
+#: covers it): the golden's launches are half of what a night is judged against, and no number
+#: of launches tonight makes up for too few of them. benchmarks/verdict_power.py, a 30 %
+#: collapse at a 15 % fail margin with up to three confirmation launches: launches 10 % apart
+#: and a golden of 2 launches FAIL it on 72 % of nights (even a known spread would cap it near
+#: 85 %), of 6 on 96 %; at 5 % apart 2 launches already FAIL it on every night.
+RECORD_LAUNCHES_BY_SPREAD = ((0.05, 2), (0.08, 4), (math.inf, 6))
+
+
+def launches_to_record(launch_cv: float) -> int:
+    """A launched server's golden launches when its profile names none (record_launches)."""
+    return next(n for spread, n in RECORD_LAUNCHES_BY_SPREAD if launch_cv <= spread)

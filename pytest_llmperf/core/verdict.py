@@ -63,10 +63,11 @@ COLLAPSE = 2.0
 #: with launches this many times as far apart as estimated (a launch_cv three times too low).
 ROBUST_LAUNCH_SD = 3.0
 #: A collapse is ruled out when the lower bound of the ratio at this one-sided level is above
-#: it: a PASS as sure that no collapse hides in the launches' noise as a FAIL must be that one
-#: does (benchmarks/verdict_power.py: at 0.01, 1-2 % of collapsed nights at 10 % launch spread
-#: read PASS; at 0.001, none in 400).
-COLLAPSE_ALPHA = FAIL_ALPHA
+#: it: a PASS surer that no collapse hides in the launches' noise than a FAIL must be that one
+#: does, since a night looks again after each confirmation launch (benchmarks/verdict_power.py,
+#: launches 10 % apart, a golden of 6: at 0.001, 0.2 % of collapsed points read PASS; at
+#: 0.0003, none in 1,600).
+COLLAPSE_ALPHA = 0.0003
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ class Verdict:
     #: ``"fail"`` (a FAIL one launch's luck could make), ``"past"`` (past the fail margin, not
     #: surely), ``"collapse"`` (a collapse not ruled out), ``"one run"``; None: decided.
     undecided: str | None = None
+    #: The ratio's lower bound at the collapse's level (1 − COLLAPSE_ALPHA, one-sided).
+    collapse_bound: float | None = None
 
     @property
     def worse(self) -> bool:
@@ -269,7 +272,7 @@ def decide(
         return Verdict(
             outcome, ratio, p_drop, p_gain, lcb, len(new), len(golden), inconclusive,
             lower_is_better, out_of_line, spread.sd if spread else 0.0, detectable,
-            len(tonight), why,
+            len(tonight), why, collapse_lcb,
         )  # fmt: skip
 
     def undecided(why: str) -> Verdict:
@@ -448,11 +451,17 @@ def _undecided(v: Verdict, fail: str, worse: str, launches: str, on: str) -> str
         "past": f"{worse} by more than the {fail} fail margin, but not surely enough to FAIL (a "
         f"FAIL needs p < {FAIL_ALPHA:g}){launches or '; ' + spread}",
         "collapse": f"within the {fail} fail margin, but {spread}, so {on} a collapse "
-        f"({(v.lower_bound - 1) * 100:+.0f} % at the 99 % bound) is not ruled out",
+        f"({signed_percent((v.collapse_bound or v.lower_bound) - 1)} % at the "
+        f"{(1 - COLLAPSE_ALPHA) * 100:g} % bound) is not ruled out",
         "one run": "one run alone cannot FAIL a point: it has no spread of its own",
     }[v.undecided or "past"]
     if v.outcome is Outcome.CONFIRMING:
         return f"{what}; measured again on a fresh launch after the profile's tests"
+    if v.launches > 1:
+        return (
+            f"{what}; still so {on} tonight, its confirmation launches spent (confirm_launches "
+            "in the profile allows more), so it is not a PASS"
+        )
     return f"{what}; no fresh launch could confirm it tonight, so it is not a PASS"
 
 

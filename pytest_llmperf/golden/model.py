@@ -192,6 +192,21 @@ class GoldenFile:
                 launches |= set(by_launch)
         return pooled_launch_spread(points, "the golden's launches", launches=len(launches))
 
+    def run_variance(self, metric: str) -> float | None:
+        """How far runs differ within a launch for ``metric`` (the variance of their logs about
+        their launch's mean, pooled over the file's points; None: no launch of two runs)."""
+        dof, ss = 0, 0.0
+        for point in self.points.values():
+            if point.metric == metric:
+                by_launch: dict[str | None, list[float]] = {}
+                for run in point.runs:
+                    by_launch.setdefault(run.launch_id, []).append(math.log(run.value))
+                for logs in by_launch.values():
+                    mean = math.fsum(logs) / len(logs)
+                    dof += len(logs) - 1
+                    ss += math.fsum((x - mean) ** 2 for x in logs)
+        return ss / dof if dof else None
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GoldenFile:
         """A file's content, already checked by :func:`pytest_llmperf.golden.store.load`."""

@@ -169,10 +169,11 @@ def test_the_shipped_suite_records_on_llamacpp_smollm2(pytester, llama_profile, 
 
 
 def nightly_profile(llama_profile) -> str:
-    """The shipped llama.cpp profile, launched by the plugin (its record_launches default, 2),
-    in the short form of the suite a nightly gate can afford here: one level, the throughput
-    test, 32-token requests (a run of about 2.5 s spans five throttle periods). Two levels made
-    this the longest test of CI (246 s of 37 min) for nothing more to see."""
+    """The shipped llama.cpp profile, launched by the plugin (its launch_cv, its recording's
+    launches and its confirmation launches), in the short form of the suite a nightly gate can
+    afford here: one level, the throughput test, 32-token requests (a run of about 2.5 s spans
+    five throttle periods). Two levels made this the longest test of CI (246 s of 37 min) for
+    nothing more to see."""
     args = ", ".join(f'"{a}"' for a in llama_profile.args)
     return f"""
     [profiles.nightly]
@@ -188,51 +189,56 @@ def nightly_profile(llama_profile) -> str:
     fail_margin = {llama_profile.fail_margin}
     warn_margin = {llama_profile.warn_margin}
     launch_cv = {llama_profile.launch_cv}
+    confirm_launches = {llama_profile.launches_to_confirm}
     ready_timeout_s = 60
     shutdown_timeout_s = 10
     extra_body = {{ cache_prompt = false }}
     """
 
 
-#: The throttle of the independent-server test this one replaced. Measured here (AMD family 26
-#: model 2, C = 1, 32-token requests, an attached server): a stop share of 0.2 cost 20 % of its tok/s, 0.3 24 %, 0.45
-#: 40 %; a server the plugin launched lost 58-64 % at 0.45 and 32-45 % at 0.3. With launches
-#: that differ by 8 % and a golden of two, the verdict cannot tell a 25 % fall from a bad
-#: launch at one in a thousand (docs/explanation/statistics.md): 0.3 FAILed 3 of 3 once.
-THROTTLE_SHARE = 0.45
+#: The server stopped 30 % of the time in short slices (issue 41: "about 30 %, not 45 %"): a
+#: server the plugin launched lost 30-44 % of its tok/s at C = 1 (benchmarks/nightly_launches.py).
+THROTTLE_SHARE = 0.3
+#: Nights of each kind: the CI short form of benchmarks/nightly_launches.py.
+NIGHTS = 3
 
 
 def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_collapse_fails(
     pytester, llama_profile, llama_server
 ):
     """The nightly's own flow, each session a fresh launch of llama-server by the plugin: a
-    golden recorded over the profile's two launches, then two unchanged launches gated
-    against it (neither FAILs: the verdict allows for how far launches differ), then a launch
-    slowed from outside (THROTTLE_SHARE), which FAILs (it FAILed in every CI run so far: one
-    is enough here; CI time)."""
+    golden recorded over the profile's launches (4 at its launch_cv), then three unchanged
+    nights gated against it (none FAILs: the verdict allows for how far launches differ), then
+    three nights on launches slowed from outside by 30 % (THROTTLE_SHARE), confirmation
+    launches included, each of which FAILs and none PASSes."""
     project_with(pytester, nightly_profile(llama_profile), THROUGHPUT_SUITE)
-    args = ("--llm-profile", "nightly", "-p", "no:randomly")
-    # The profile's own record_launches (the tests' default is one launch: tests/conftest.py)
+    # The profile's own record_launches and confirm_launches (the tests' defaults are one
+    # launch and no confirmation: tests/conftest.py).
+    args = ("--llm-profile", "nightly", "-p", "no:randomly", "--perf-confirm-launches", "profile")
     launches = ("--perf-update-launches", "profile")
     recorded = pytester.runpytest_subprocess(
         *args, "--perf-update", *launches, "--perf-update-runs", "5"
     )
-    recorded.assert_outcomes(passed=2)  # one level, two launches
+    recorded.assert_outcomes(passed=llama_profile.launches_to_record)  # one level a launch
     golden = json.loads(next((pytester.path / "baselines" / "nightly").glob("*.json")).read_text())
     for point in golden["points"].values():
-        assert len({run["launch_id"] for run in point["runs"]}) == 2, point["runs"]
+        launched = {run["launch_id"] for run in point["runs"]}
+        assert len(launched) == llama_profile.launches_to_record, point["runs"]
     figures = []
-    for _ in range(2):
+    for _ in range(NIGHTS):
         unchanged = pytester.runpytest_subprocess(*args)
         figures += [line for line in unchanged.outlines if line.startswith("nightly ")]
         assert unchanged.ret == 0, "\n".join(unchanged.outlines[-30:])
-        unchanged.assert_outcomes(passed=1)
-    with ThrottleEach("SmolLM2-135M", THROTTLE_SHARE, ignore=(llama_server.pid,)) as throttled:
-        slowed = pytester.runpytest_subprocess(*args)
-    figures += [line for line in slowed.outlines if line.startswith("nightly ")]
-    assert throttled.throttles, "the launched llama-server was never throttled"
-    slowed.stdout.fnmatch_lines(["*nightly C=*FAIL: significantly slower*"])
-    assert slowed.ret == 1
+    for _ in range(NIGHTS):
+        with ThrottleEach("SmolLM2-135M", THROTTLE_SHARE, ignore=(llama_server.pid,)) as throttled:
+            slowed = pytester.runpytest_subprocess(*args, "--perf-json", "night.json")
+        figures += [line for line in slowed.outlines if line.startswith("nightly ")]
+        assert throttled.throttles, "the launched llama-server was never throttled"
+        verdicts = [
+            p["verdict"] for p in json.loads((pytester.path / "night.json").read_text())["points"]
+        ]
+        assert verdicts == ["FAIL"], "\n".join(slowed.outlines[-30:])
+        assert slowed.ret == 1
     print("\n".join(figures))  # shown with -s: every night's verdicts
 
 

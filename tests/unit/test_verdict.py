@@ -316,3 +316,15 @@ def test_energy_per_token_rises_as_more_energy_per_token_not_slower():
     assert "slower" not in text and "faster" not in text
     better = said("energy_j_per_token", [3.0, 3.01, 3.0], [3.77, 3.78, 3.79])
     assert ", less energy per token," in better and "IMPROVED" in better
+
+
+def test_runs_per_launch_weigh_a_launch_s_cost_against_how_far_launches_differ():
+    """Kalibera and Jones's optimum: a 12-minute load beside 1-minute runs, runs as noisy as
+    launches, wants √12 ≈ 3.5 runs a launch; a load as cheap as a run with launches four times
+    as far apart as runs wants a quarter of a run (more launches instead); launches that never
+    differ leave it to the runs."""
+    from pytest_llmperf.core.staging import runs_per_launch
+
+    assert runs_per_launch(720, 60, 0.01, 0.01) == pytest.approx(math.sqrt(12))
+    assert runs_per_launch(2.0, 2.0, 0.0004, 0.0064) == pytest.approx(0.25)
+    assert runs_per_launch(720, 60, 0.01, 0.0) is None
