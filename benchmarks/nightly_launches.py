@@ -64,8 +64,11 @@ def night(project: Path, k: int, *extra: str) -> tuple[int, float, list[str], in
     )  # fmt: skip
     seconds = time.monotonic() - started
     data = json.loads(out.read_text()) if out.exists() else {}
-    verdicts = [f"C{p['concurrency']} {p['verdict']} {(p['ratio'] or 0) - 1:+.1%}"
-                for p in data.get("points") or []]  # fmt: skip
+    verdicts = [
+        f"C{p['concurrency']} {p['verdict']}"
+        + (f" {p['ratio'] - 1:+.1%}" if p.get("ratio") is not None else "")
+        for p in data.get("points") or []
+    ]
     fails = "\n".join(line for line in done.stdout.splitlines() if "FAIL" in line)
     return done.returncode, seconds, verdicts, len(data.get("confirmations") or []), fails
 

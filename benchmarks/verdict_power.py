@@ -396,7 +396,7 @@ def launches_table(
         f"{nights} nights per cell ({nights * POINTS} point-nights)"
     )
     print(
-        "\n| launch sd | launch_cv | history | confirm_launches | drop | FAIL % of points "
+        "\n| launch sd | launch_cv | golden launches | history | confirm_launches | drop | FAIL % of points "
         "| FAIL per 1,000 point-nights | nights with a FAIL % | WARN % | PASS % of points "
         "| nights with a PASS % | confirmation launches a night |"
     )

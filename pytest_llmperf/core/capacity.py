@@ -39,6 +39,10 @@ MAX_PROBES = 12
 #: Halving stops this far below the start: a probe's window holds min_requests arrivals, so at
 #: a very low rate one probe would take minutes.
 MAX_HALVINGS = 5
+#: Halving stops sooner when half the arrivals left a broken limit's figure at least this share
+#: of what it was: the figure is what one request takes here, not queueing, and no lower rate
+#: can meet the limit (a 512-token request against a 150 ms e2e limit).
+FLOOR_SHARE = 0.9
 PERCENTILES = {50.0: "p50", 90.0: "p90", 99.0: "p99"}
 
 
@@ -121,6 +125,9 @@ class Probe:
     held: bool
     runs: int
     why: str
+    #: Each slo limit's figure at the slo percentile, the mean of the runs' (seconds), when
+    #: every run kept up (a backlog's figures are its wait, not what a request takes).
+    figures: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"rate": self.rate, "held": self.held, "runs": self.runs, "why": self.why}
@@ -139,6 +146,9 @@ class Capacity:
     #: A probe's rate was beyond what this host's client can pace: the capacity is at least
     #: ``low``, and it is reported, not gated.
     client_limited: bool = False
+    #: Why no rate can meet the SLO, when halving the rate stopped lowering a broken limit's
+    #: figure (None: not seen).
+    unreachable: str | None = None
 
     @property
     def max_rate(self) -> float | None:
@@ -155,6 +165,7 @@ class Capacity:
             "slo": dict(self.slo),
             "slo_percentile": self.percentile,
             "client_limited": self.client_limited,
+            "unreachable": self.unreachable,
             "probes": [p.to_json() for p in self.probes],
         }
 
@@ -241,7 +252,9 @@ def search(
         ceiling = service_ceiling(measured, request_tokens)
         if held and ceiling is not None and rate >= ceiling:
             held, why = False, _above(ceiling)
-        result.probes.append(Probe(rate, held, len(runs), why))
+        kept_up = all(r.sustainable for r in runs)
+        figures = _figures(runs, slo, percentile) if kept_up else {}
+        result.probes.append(Probe(rate, held, len(runs), why, figures))
         return held
 
     holds(start)
@@ -251,7 +264,8 @@ def search(
         if len(result.probes) >= max_probes:
             return result
         if low is None:  # halve until a rate holds (a bounded number of times)
-            if high is None or high <= start / 2**MAX_HALVINGS:
+            result.unreachable = _unreachable(result.probes, slo, percentile)
+            if high is None or high <= start / 2**MAX_HALVINGS or result.unreachable:
                 return result
             holds(high / 2)
         elif high is None:  # double until one does not
@@ -260,6 +274,43 @@ def search(
             return result
         else:
             holds(math.sqrt(low * high))
+
+
+def _figures(
+    runs: Sequence[RunMetrics], slo: Mapping[str, float], percentile: float
+) -> dict[str, float]:
+    """Each limit's figure at ``percentile``, the mean of the runs' that measured it."""
+    q = PERCENTILES[percentile]
+    out = {}
+    for key in slo:
+        values = [v for r in runs if math.isfinite(v := getattr(r, key).get(q, math.nan))]
+        if values:
+            out[key] = sum(values) / len(values)
+    return out
+
+
+def _unreachable(
+    probes: Sequence[Probe], slo: Mapping[str, float], percentile: float
+) -> str | None:
+    """Why no rate can meet the SLO, when the last two probes broke it and the second, at half
+    the first's rate, left a broken limit's figure at FLOOR_SHARE or more of what it was: that
+    figure is what a request takes here, not its wait (None: lower rates may still help)."""
+    if len(probes) < 2:
+        return None
+    before, last = probes[-2], probes[-1]
+    if before.held or last.held or last.rate > before.rate * 0.51:
+        return None
+    q = PERCENTILES[percentile]
+    for key, limit in slo.items():
+        was, now = before.figures.get(key), last.figures.get(key)
+        if was and now and now > limit and now >= FLOOR_SHARE * was:
+            return (
+                f"{key} {q} {now * 1e3:,.0f} ms at {last.rate:g} requests/s and "
+                f"{was * 1e3:,.0f} ms at {before.rate:g}: half the arrivals no longer lower it, "
+                f"so it is what a request takes here and no rate meets the {limit * 1e3:,.0f} ms "
+                f"limit; raise slo.{key} (or shorten output_len) in the profile"
+            )
+    return None
 
 
 def _above(ceiling: float) -> str:
@@ -336,11 +387,8 @@ def judge_capacity(
     cap = point.capacity
     if cap.low is None:
         lowest = cap.probes[-1]
-        return Judgement(
-            Outcome.FAIL,
-            f"{point.label}: FAIL — no rate met the SLO; the lowest probed, {lowest.rate:g} "
-            f"requests/s: {lowest.why}",
-        )
+        why = cap.unreachable or f"the lowest probed, {lowest.rate:g} requests/s: {lowest.why}"
+        return Judgement(Outcome.FAIL, f"{point.label}: FAIL — no rate met the SLO; {why}")
     assert golden.mean is not None
     gold, shown = golden.mean, shown_capacity(cap)
     ratio = (cap.max_rate or cap.low) / gold

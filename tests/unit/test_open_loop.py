@@ -301,3 +301,26 @@ def test_a_late_client_invalidates_a_run_unless_the_server_fell_behind_anyway(
     assert bool(problems) is invalid, problems
     if invalid:
         assert problems[0].startswith(f"client-bound: the client sent {late * 1e3:.2f} ms late")
+
+
+def test_a_limit_below_what_one_request_takes_stops_the_search_and_says_so():
+    """The shipped SLO against 512-token requests: every rate keeps up, and the e2e p90 stays
+    near 0.55 s however few arrive (what a request takes, not its wait), so halving cannot meet
+    a 150 ms limit: the search stops after one halving and says why, instead of probing rates
+    whose windows take minutes. A queue whose e2e still falls with the rate keeps halving."""
+    rng = random.Random(3)
+
+    def unloaded(rate: float, runs: int) -> list[RunMetrics]:
+        return [
+            run_metrics(0.55 * (1 + 0.005 * rate) * math.exp(rng.gauss(0, 0.02)))
+            for _ in range(runs)
+        ]
+
+    found = search("sim", unloaded, {"e2e_s": 0.15}, 90, 20.0)
+    assert [p.rate for p in found.probes] == [20.0, 10.0]
+    assert found.low is None and found.unreachable is not None
+    assert "no rate meets the 150 ms limit; raise slo.e2e_s" in found.unreachable
+    measure, _, truth = queue_server(capacity=20.0, limit=0.15, noise=0.0)
+    queueing = search("sim", measure, {"e2e_s": 0.15}, 90, 19.0)
+    assert queueing.unreachable is None and len(queueing.probes) > 2
+    assert queueing.low is not None and queueing.low <= truth
