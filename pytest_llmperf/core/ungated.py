@@ -39,9 +39,11 @@ class Host:
     recorded_on: str | None = None
 
 
-def why_not_gated(point: Point, host: Host) -> str | None:
-    """Why ``point`` is reported, not gated (None: it is gated)."""
-    few = point.fewest_samples()
+def why_not_gated(point: Point, host: Host, *, by_values: bool = True) -> str | None:
+    """Why ``point`` is reported, not gated (None: it is gated). ``by_values``: whether its
+    judgement reads the percentile's values; one that does not (a rate level judged NOT
+    SUSTAINABLE on its backlog's trend) needs no floor of values."""
+    few = point.fewest_samples() if by_values else None
     if few is not None:
         q = point.metric.split("_")[1]
         need = CERTIFIED[q]
