@@ -35,6 +35,14 @@ def f_quantile(p: float, dfn: float, dfd: float) -> float:
     return float(special.fdtri(dfn, dfd, p))
 
 
+def chi2_mean_quantile(p: float, dof: float) -> float:
+    """The ``p`` quantile of χ²/dof with ``dof`` degrees of freedom (``stats.chi2.ppf(p, dof) /
+    dof``): how much wider than the truth a variance estimated on ``dof`` reads at that level."""
+    from scipy import special
+
+    return float(special.chdtri(dof, 1.0 - p)) / dof
+
+
 def t_sf(x: float, dof: float) -> float:
     """P(T > x) (``stats.t.sf``), from the lower tail of −x so small p keep their digits."""
     return t_cdf(-x, dof)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pytest_llmperf.core.format import format_value, signed_percent
@@ -137,6 +137,10 @@ class LaunchSpread:
     variance: float
     dof: float
     source: str
+    #: Where the profile's ``launch_cv`` is pooled in (:func:`with_prior`): the prior alone, and
+    #: what was measured beside it (None: nothing); tonight's launches join the measured part.
+    prior: LaunchSpread | None = None
+    measured: LaunchSpread | None = None
 
     @property
     def sd(self) -> float:
@@ -152,16 +156,43 @@ class LaunchSpread:
 PRIOR_DOF = 6.0
 
 
+#: The launches measured overrule the size of the profile's ``launch_cv`` when their spread is
+#: wider than it at this level (their variance against χ² on their degrees of freedom); the
+#: prior keeps its weight, so one wide draw on one degree of freedom does not leave the verdict
+#: on a t of one degree (an approximation: the measured size, the pooled confidence). A
+#: ``launch_cv`` three times too low would otherwise keep the verdict overconfident for as
+#: long as its PRIOR_DOF outweigh what was measured (benchmarks/verdict_power.py, launches
+#: 10 % apart, ``launch_cv`` 0.033, 20 nights of history: 4.0-4.25 false FAILs in 1,000
+#: point-nights pooled in, 1.5-1.75 overruled; docs/explanation/statistics.md).
+PRIOR_CONFLICT_ALPHA = 0.01
+
+
 def with_prior(measured: LaunchSpread | None, launch_cv: float) -> LaunchSpread:
     """The launch spread the verdict allows for: the profile's ``launch_cv`` (a prior worth
     PRIOR_DOF degrees of freedom) pooled with what the golden's launches or the history's
-    nights measured, on their degrees of freedom."""
-    prior = math.log1p(launch_cv) ** 2
+    nights measured, on their degrees of freedom; the measured size on the pooled degrees of
+    freedom where it is significantly wider than the prior (PRIOR_CONFLICT_ALPHA)."""
+    prior = LaunchSpread(
+        math.log1p(launch_cv) ** 2, PRIOR_DOF, f"the profile's launch_cv {launch_cv:g}"
+    )
+    return _pooled_with(prior, measured)
+
+
+def _pooled_with(prior: LaunchSpread, measured: LaunchSpread | None) -> LaunchSpread:
+    """:func:`with_prior` for a prior as a spread (see PRIOR_CONFLICT_ALPHA)."""
+    from pytest_llmperf.core.student import chi2_mean_quantile
+
     if measured is None:
-        return LaunchSpread(prior, PRIOR_DOF, f"the profile's launch_cv {launch_cv:g}")
-    dof = PRIOR_DOF + measured.dof
-    variance = (PRIOR_DOF * prior + measured.dof * measured.variance) / dof
-    return LaunchSpread(variance, dof, f"{measured.source} and the profile's launch_cv")
+        return replace(prior, prior=prior)
+    level = chi2_mean_quantile(1 - PRIOR_CONFLICT_ALPHA, measured.dof)
+    if measured.variance > prior.variance * level:
+        source = f"{measured.source} (wider than {prior.source}, which it overrules)"
+        dof = prior.dof + measured.dof
+        return replace(measured, dof=dof, source=source, prior=prior, measured=measured)
+    pooled = _joined(prior, measured)
+    return replace(
+        pooled, source=f"{measured.source} and {prior.source}", prior=prior, measured=measured
+    )
 
 
 def pooled_launch_spread(
@@ -367,12 +398,22 @@ def _tonight_joins(
     less what their runs explain, on K − 1 degrees of freedom)."""
     if len(means) < 2:
         return spread
-    tonight = max(0.0, statistics.variance(means) - explained)
+    tonight = LaunchSpread(
+        max(0.0, statistics.variance(means) - explained), len(means) - 1, "tonight's launches"
+    )
     if spread is None:
-        return LaunchSpread(tonight, len(means) - 1, "tonight's launches")
-    dof = spread.dof + len(means) - 1
-    variance = (spread.dof * spread.variance + (len(means) - 1) * tonight) / dof
-    return LaunchSpread(variance, dof, f"{spread.source} and tonight's launches")
+        return tonight
+    if spread.prior is not None:  # measured with tonight's, then the prior's word on both
+        measured = tonight if spread.measured is None else _joined(spread.measured, tonight)
+        return _pooled_with(spread.prior, measured)
+    return _joined(spread, tonight)
+
+
+def _joined(a: LaunchSpread, b: LaunchSpread) -> LaunchSpread:
+    """Two launch spreads pooled on their degrees of freedom."""
+    dof = a.dof + b.dof
+    variance = (a.dof * a.variance + b.dof * b.variance) / dof
+    return LaunchSpread(variance, dof, f"{a.source} and {b.source}")
 
 
 def _combined(diff: float, parts: list[tuple[float, float]]) -> TwoSample:

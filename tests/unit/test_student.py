@@ -20,6 +20,14 @@ def test_the_quantile_and_tails_are_scipy_stats_own(dof, p):
     assert student.t_sf(x, dof) == pytest.approx(stats.t.sf(x, dof), rel=1e-9)
 
 
+@pytest.mark.parametrize("dof", [1, 2, 5, 19, 200])
+@pytest.mark.parametrize("p", [0.5, 0.95, 0.99])
+def test_the_variance_quantile_is_chi2_over_its_dof(dof, p):
+    assert student.chi2_mean_quantile(p, dof) == pytest.approx(
+        stats.chi2.ppf(p, dof) / dof, rel=1e-9
+    )
+
+
 def samples(seed: int) -> tuple[list[float], list[float]]:
     rng = random.Random(seed)
     a = [math.log(rng.gauss(100, 3)) for _ in range(rng.randint(2, 10))]

@@ -7,7 +7,14 @@ import pytest
 
 from pytest_llmperf.core.format import signed_percent
 from pytest_llmperf.core.metrics import lower_is_better
-from pytest_llmperf.core.verdict import LaunchSpread, Margins, decide, describe
+from pytest_llmperf.core.verdict import (
+    PRIOR_DOF,
+    LaunchSpread,
+    Margins,
+    decide,
+    describe,
+    with_prior,
+)
 
 GOLD = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]  # CV ~0.6 %
 M = {"fail_margin": 0.15, "warn_margin": 0.05}
@@ -328,3 +335,30 @@ def test_runs_per_launch_weigh_a_launch_s_cost_against_how_far_launches_differ()
     assert runs_per_launch(720, 60, 0.01, 0.01) == pytest.approx(math.sqrt(12))
     assert runs_per_launch(2.0, 2.0, 0.0004, 0.0064) == pytest.approx(0.25)
     assert runs_per_launch(720, 60, 0.01, 0.0) is None
+
+
+def test_launches_measured_far_wider_than_the_launch_cv_overrule_it():
+    """A profile's launch_cv of 3 % where twenty nights measured 10 %: pooled in on its six
+    degrees of freedom it would hold the spread near 8.8 %; the nights overrule its size (it
+    keeps its weight). Nights that agree with it are pooled with it; tonight's launches join
+    what was measured."""
+    nights = LaunchSpread(0.10**2, 19, "the history's nights")
+    wide = with_prior(nights, 0.03)
+    assert wide.variance == nights.variance and wide.dof == 19 + PRIOR_DOF
+    assert "overrules" in wide.source and wide.prior is not None
+    near = with_prior(LaunchSpread(0.035**2, 19, "the history's nights"), 0.03)
+    assert near.dof == 19 + PRIOR_DOF and 0.03 < near.sd < 0.035
+    assert "overrules" not in near.source
+    # One measured degree of freedom cannot overrule it unless it is far wider.
+    assert with_prior(LaunchSpread(0.05**2, 1, "the golden's launches"), 0.03).dof == 1 + PRIOR_DOF
+    # Tonight's two launches 29 % apart, beside a golden that agreed with the prior: together
+    # they overrule it, so a 32 % drop they disagree on is not a FAIL; pooled under the prior's
+    # weight (sd 7.7 %) it would be.
+    golden = with_prior(LaunchSpread(0.03**2, 1, "the golden's launches"), 0.03)
+    launches = ["a"] * 5 + ["b"] * 5
+    gold = [100.0, 100.5, 99.5, 100.2, 99.8, 103.0, 103.4, 102.6, 103.2, 102.8]
+    tonight = {"new": [60.0, 60.3, 59.8, 80.0, 80.2, 79.9], "new_launches": ["t"] * 3 + ["u"] * 3}
+    v = decide(**tonight, golden=gold, **M, launches=launches, spread=golden)
+    assert v.name == "WARN" and v.undecided == "past" and v.ratio < 0.7
+    held = LaunchSpread(golden.variance, golden.dof, "the prior, never overruled")
+    assert decide(**tonight, golden=gold, **M, launches=launches, spread=held).name == "FAIL"
