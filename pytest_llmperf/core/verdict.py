@@ -137,10 +137,6 @@ class LaunchSpread:
     variance: float
     dof: float
     source: str
-    #: Where the profile's ``launch_cv`` is pooled in (:func:`with_prior`): the prior alone, and
-    #: what was measured beside it (None: nothing); tonight's launches join the measured part.
-    prior: LaunchSpread | None = None
-    measured: LaunchSpread | None = None
 
     @property
     def sd(self) -> float:
@@ -156,14 +152,16 @@ class LaunchSpread:
 PRIOR_DOF = 6.0
 
 
-#: The launches measured overrule the size of the profile's ``launch_cv`` when their spread is
-#: wider than it at this level (their variance against χ² on their degrees of freedom); the
-#: prior keeps its weight, so one wide draw on one degree of freedom does not leave the verdict
-#: on a t of one degree (an approximation: the measured size, the pooled confidence). A
+#: The launches measured overrule the size of the profile's ``launch_cv`` when they weigh at
+#: least as much (PRIOR_DOF degrees of freedom: a history's nights, not a golden's few
+#: launches) and their spread is wider than it at this level (their variance against χ² on
+#: their degrees of freedom); the prior keeps its weight (an approximation: the measured size,
+#: the pooled confidence). Let a golden's two launches overrule it and one wide draw costs a
+#: 30 % collapse its FAIL on 1 night in 100 at a 5 % launch spread (verdict_power). A
 #: ``launch_cv`` three times too low would otherwise keep the verdict overconfident for as
 #: long as its PRIOR_DOF outweigh what was measured (benchmarks/verdict_power.py, launches
 #: 10 % apart, ``launch_cv`` 0.033, 20 nights of history: 4.0-4.25 false FAILs in 1,000
-#: point-nights pooled in, 1.5-1.75 overruled; docs/explanation/statistics.md).
+#: point-nights pooled in, 0.5-3.5 overruled; docs/explanation/statistics.md).
 PRIOR_CONFLICT_ALPHA = 0.01
 
 
@@ -171,28 +169,20 @@ def with_prior(measured: LaunchSpread | None, launch_cv: float) -> LaunchSpread:
     """The launch spread the verdict allows for: the profile's ``launch_cv`` (a prior worth
     PRIOR_DOF degrees of freedom) pooled with what the golden's launches or the history's
     nights measured, on their degrees of freedom; the measured size on the pooled degrees of
-    freedom where it is significantly wider than the prior (PRIOR_CONFLICT_ALPHA)."""
+    freedom where it weighs as much as the prior and is significantly wider
+    (PRIOR_CONFLICT_ALPHA)."""
+    from pytest_llmperf.core.student import chi2_mean_quantile
+
     prior = LaunchSpread(
         math.log1p(launch_cv) ** 2, PRIOR_DOF, f"the profile's launch_cv {launch_cv:g}"
     )
-    return _pooled_with(prior, measured)
-
-
-def _pooled_with(prior: LaunchSpread, measured: LaunchSpread | None) -> LaunchSpread:
-    """:func:`with_prior` for a prior as a spread (see PRIOR_CONFLICT_ALPHA)."""
-    from pytest_llmperf.core.student import chi2_mean_quantile
-
     if measured is None:
-        return replace(prior, prior=prior)
+        return prior
     level = chi2_mean_quantile(1 - PRIOR_CONFLICT_ALPHA, measured.dof)
-    if measured.variance > prior.variance * level:
+    if measured.dof >= prior.dof and measured.variance > prior.variance * level:
         source = f"{measured.source} (wider than {prior.source}, which it overrules)"
-        dof = prior.dof + measured.dof
-        return replace(measured, dof=dof, source=source, prior=prior, measured=measured)
-    pooled = _joined(prior, measured)
-    return replace(
-        pooled, source=f"{measured.source} and {prior.source}", prior=prior, measured=measured
-    )
+        return replace(measured, dof=prior.dof + measured.dof, source=source)
+    return replace(_joined(prior, measured), source=f"{measured.source} and {prior.source}")
 
 
 def pooled_launch_spread(
@@ -282,7 +272,7 @@ def decide(
     good = 1.0 / ratio if lower_is_better else ratio
     tonight = _by_launch(new, new_launches, sign)
     past = _by_launch(golden, launches, sign)
-    test, out_of_line, limit = _two_level(tonight, past, spread)
+    test, out_of_line, limit, used = _two_level(tonight, past, spread)
     p_drop, p_gain = test.p_less(), test.p_greater()
     lcb = math.exp(test.lower_bound(1.0 - alpha))
     collapse_lcb = math.exp(test.lower_bound(1.0 - COLLAPSE_ALPHA))
@@ -302,7 +292,7 @@ def decide(
     def verdict(outcome: Outcome, inconclusive: bool = False, why: str | None = None) -> Verdict:
         return Verdict(
             outcome, ratio, p_drop, p_gain, lcb, len(new), len(golden), inconclusive,
-            lower_is_better, out_of_line, spread.sd if spread else 0.0, detectable,
+            lower_is_better, out_of_line, used.sd if used else 0.0, detectable,
             len(tonight), why, collapse_lcb,
         )  # fmt: skip
 
@@ -315,7 +305,7 @@ def decide(
         if one_run:  # more runs first; one run alone, at the last stage, FAILs nothing
             return verdict(Outcome.UNCERTAIN) if not last_stage else undecided("one run")
         if can_confirm and len(tonight) == 1:
-            robust, _, _ = _two_level(tonight, past, spread, ROBUST_LAUNCH_SD**2)
+            robust, _, _, _ = _two_level(tonight, past, spread, ROBUST_LAUNCH_SD**2)
             if robust.p_less() >= fail_alpha:  # a launch's luck could do it: confirm it
                 return undecided("fail")
         return verdict(Outcome.FAIL)
@@ -348,10 +338,11 @@ def _two_level(
     golden: list[list[float]],
     spread: LaunchSpread | None,
     launch_factor: float = 1.0,
-) -> tuple[TwoSample, bool, TwoSample | None]:
+) -> tuple[TwoSample, bool, TwoSample | None, LaunchSpread | None]:
     """Tonight's launches against the golden's (see the module's docstring): the test, whether
     tonight's runs spread far more than the golden's (one run out of line), and the test as it
-    would be with endless runs on these launches (None: no launch spread to limit it).
+    would be with endless runs on these launches (None: no launch spread to limit it), and
+    the launch spread it allowed for, tonight's launches pooled in.
     ``launch_factor`` scales the launches' variance (a robustness check)."""
     from pytest_llmperf.core.student import f_quantile
 
@@ -377,11 +368,11 @@ def _two_level(
         parts.append((within * (w_new + w_old), new_dof + old_dof))
     between = _tonight_joins(spread, new_means, within * statistics.fmean(1 / len(g) for g in new))
     if between is None or between.variance <= 0:
-        return _combined(diff, parts), out_of_line, None
+        return _combined(diff, parts), out_of_line, None, between
     # The launches' part, which no number of runs on these launches removes.
     launches = (launch_factor * between.variance * (1 / k_new + 1 / k_old), between.dof)
     limit = _combined(diff, [(within * w_old, old_dof + new_dof), launches])
-    return _combined(diff, [*parts, launches]), out_of_line, limit
+    return _combined(diff, [*parts, launches]), out_of_line, limit, between
 
 
 def _within(groups: list[list[float]]) -> tuple[int, float]:
@@ -401,12 +392,9 @@ def _tonight_joins(
     tonight = LaunchSpread(
         max(0.0, statistics.variance(means) - explained), len(means) - 1, "tonight's launches"
     )
-    if spread is None:
-        return tonight
-    if spread.prior is not None:  # measured with tonight's, then the prior's word on both
-        measured = tonight if spread.measured is None else _joined(spread.measured, tonight)
-        return _pooled_with(spread.prior, measured)
-    return _joined(spread, tonight)
+    # Tonight's launches are pooled in, never overrule the prior: a launch being judged (one
+    # slow launch among fresh ones) would otherwise widen the spread that judges it.
+    return tonight if spread is None else _joined(spread, tonight)
 
 
 def _joined(a: LaunchSpread, b: LaunchSpread) -> LaunchSpread:
