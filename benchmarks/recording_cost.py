@@ -1,9 +1,18 @@
 """What recording the shipped suite costs, against what its plan said: the embedded default
 (``sim-baseline`` and ``sim-eagle3``, every test of perf_suites) recorded with
 ``--perf-update`` in a scratch copy, optionally at another ``output_len`` (the GPU nightly's
-512 tokens). Prints the plan's lines, the wall time, each test's duration and the outcomes.
+512 tokens), twice with one history: the first recording is a first recording (its plan has
+no golden or history to time it by), the second's plan is timed by what the first took.
+Prints each recording's plan, wall time, outcomes and time per test file, and the second plan's
+total against its wall time.
 
     python benchmarks/recording_cost.py --output-len 512
+
+At another output length, the profiles' open-loop rates and e2e limit are scaled with it, as a
+user recording at that length would set them: the shipped ones are for 64-token requests (the
+simulated pair sustains 20 requests/s of them, sim-eagle3 about 5 of 512 tokens), so the rates
+are scaled by 2·64/N (5, 10, 20 -> 1.25, 2.5, 5 at 512) and ``slo.e2e_s`` by N/64 (a request
+takes N/64 times as long; at 150 ms no rate meets it and the capacity search says so).
 """
 
 from __future__ import annotations
@@ -15,14 +24,76 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+SHIPPED_LEN = 64
+
+
+def scaled(text: str, output_len: int) -> str:
+    """The profiles file with the simulated pair's output_len, open-loop rates and e2e limit
+    set for ``output_len``."""
+    head, rest = text.split("# --- Real servers", 1)
+    head = re.sub(r"(?m)^output_len = \d+", f"output_len = {output_len}", head, count=1)
+    factor = 2 * SHIPPED_LEN / output_len
+    head = re.sub(
+        r"(?m)^request_rate = \[([^\]]*)\]",
+        lambda m: (
+            "request_rate = ["
+            + ", ".join(f"{float(r) * factor:g}" for r in m.group(1).split(","))
+            + "]"
+        ),
+        head,
+        count=1,
+    )
+    head = re.sub(
+        r"e2e_s = ([0-9.]+)",
+        lambda m: f"e2e_s = {float(m.group(1)) * output_len / SHIPPED_LEN:g}",
+        head,
+        count=1,
+    )
+    return head + "# --- Real servers" + rest
+
+
+def record(scratch: Path, extra: list[str]) -> tuple[float, list[str], int]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "perf_suites", "--perf-update", "-p", "no:randomly",
+         "--perf-history", "history.db", "--durations=0", "-q", *extra],
+        cwd=scratch, capture_output=True, text=True,
+    )  # fmt: skip
+    return time.monotonic() - started, done.stdout.splitlines(), done.returncode
+
+
+def report(title: str, wall: float, out: list[str], code: int) -> float | None:
+    """Prints one recording; returns its plan's total in seconds (None: not timed)."""
+    print(f"## {title}: wall {wall:.0f} s ({wall / 60:.1f} min), exit {code}")
+    plan = [line for line in out if line.startswith(("llmperf plan", "  "))][:16]
+    print("\n".join(plan))
+    per_file: dict[str, float] = defaultdict(float)
+    for line in out:
+        m = re.match(r"^(\d+\.\d+)s (call|setup|teardown)\s+(\S+?)::", line)
+        if m:
+            per_file[m.group(3)] += float(m.group(1))
+    print("time per file (setup, calls and teardowns; loads are in setups):")
+    for name, seconds in sorted(per_file.items(), key=lambda kv: -kv[1]):
+        print(f"  {name}: {seconds:.0f} s")
+    print(
+        "\n".join(line for line in out if line.startswith(("FAILED", "ERROR", "llmperf verdicts")))
+    )
+    print(out[-1] if out else "")
+    total = next((line for line in plan if line.startswith("  total: about ")), "")
+    m = re.match(r"  total: about ([0-9.]+) (s|min|h)", total)
+    if m is None or "as the last runs took" not in total:
+        return None
+    return float(m.group(1)) * {"s": 1, "min": 60, "h": 3600}[m.group(2)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-len", type=int, default=None)
+    parser.add_argument("--once", action="store_true", help="record once (no plan check)")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="recording-cost-"))
@@ -35,26 +106,19 @@ def main() -> None:
         text = profiles.read_text().replace('"../.llama/', f'"{REPO}/.llama/')
         text = text.replace('"../.sglang/', f'"{REPO}/.sglang/')
         if args.output_len:
-            head, rest = text.split("[profiles.sim-eagle3]", 1)
-            head = re.sub(
-                r"(?m)^output_len = \d+", f"output_len = {args.output_len}", head, count=1
-            )
-            text = head + "[profiles.sim-eagle3]" + rest
+            text = scaled(text, args.output_len)
         profiles.write_text(text)
-        started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "perf_suites", "--perf-update", "-p", "no:randomly",
-             "--durations=0", "-q", *args.pytest_args],
-            cwd=scratch, capture_output=True, text=True,
-        )  # fmt: skip
-        wall = time.monotonic() - started
-        out = done.stdout.splitlines()
-        plan = [line for line in out if line.startswith(("llmperf plan", "  "))][:12]
-        print("\n".join(plan))
-        print(f"\nwall: {wall:.0f} s ({wall / 60:.1f} min), exit {done.returncode}")
-        durations = [line for line in out if re.match(r"^\d+\.\d+s (call|setup|teardown)", line)]
-        print("\n".join(durations[:25]))
-        print("\n".join(line for line in out if line.startswith(("FAILED", "ERROR", "=")))[-3000:])
+        first = record(scratch, args.pytest_args)
+        report("first recording", *first)
+        if args.once:
+            return
+        second = record(scratch, args.pytest_args)
+        planned = report("second recording, its plan from the first's history", *second)
+        if planned is not None:
+            print(
+                f"\nthe second plan said about {planned:.0f} s; it took {second[0]:.0f} s: "
+                f"{(planned - second[0]) / second[0]:+.0%}"
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

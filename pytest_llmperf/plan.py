@@ -72,6 +72,8 @@ def levels(
     golden's estimate wherever it has the level."""
     goldens: dict[str, dict[int, list[float]]] = {}
     plans = []
+    points = list(points)
+    launches = recording_launches(p for p, _ in points)
     for profile, c in points:
         if profile.name not in goldens:
             source = profile.origin  # a copy (A/B/A, a later launch) runs like its profile
@@ -79,7 +81,7 @@ def levels(
         gold = goldens[profile.name].get(c, [])
         up_to = None
         if recording:
-            runs = recording_runs(profile.runs, update_runs)
+            runs = recording_runs(profile.runs, update_runs, launches.get(profile.origin, 1))
             if update_runs is None and pool:
                 runs = pooled_launch_runs(gold, runs)  # another launch for a golden with runs
             if update_runs is None and runs < RECORD_MAX_RUNS:
@@ -102,6 +104,19 @@ def levels(
             seconds = stored.level_s[c]  # what it really took, every test at this level
         plans.append(PlannedLevel(profile.name, c, runs, requests, tokens, seconds, up_to))
     return plans
+
+
+def recording_launches(profiles: Iterable[Profile]) -> dict[str, int]:
+    """Per profile recorded, the launches its recording makes: itself and its later launches
+    (``NAME@launch2``, …) among ``profiles``."""
+    from pytest_llmperf.profiles import CopyKind
+
+    names: dict[str, set[str]] = {}
+    for profile in profiles:
+        copy = profile.copy_of
+        if copy is None or copy.kind is CopyKind.LATER_LAUNCH:
+            names.setdefault(profile.origin, set()).add(profile.name)
+    return {origin: len(launch) for origin, launch in names.items()}
 
 
 def _named(profile: Profile, name: str) -> Profile:
@@ -138,7 +153,15 @@ def lines(
             f"{when}"
         )
     note = f", plus {untimed} level(s) with no golden to time them" if untimed else ""
-    if loads:
+    names = list(dict.fromkeys(p.profile for p in plans))
+    served = [times.get(name) for name in names]
+    if names and all(t is not None and t.tests_s is not None for t in served):
+        whole = sum((t.tests_s or 0.0) + (t.load_s or 0.0) for t in served if t is not None)
+        out.append(
+            f"  total: about {duration(whole)}, as the last runs took: every test (open loop, "
+            "capacity and prefill too) and the loads (from the history)"
+        )
+    elif loads:
         total += sum(loads)
         out.append(f"  total: about {duration(total)}{note}, loads included (from the history)")
     else:
@@ -208,12 +231,18 @@ def rate_lines(
     from pytest_llmperf.load.open_loop import run_parts
 
     by_profile: dict[str, list[tuple[Profile, float]]] = {}
+    points = list(points)
+    launches = recording_launches(p for p, _ in points)
     for profile, rate in points:
         by_profile.setdefault(profile.name, []).append((profile, rate))
     out = []
     for name, levels in by_profile.items():
         profile = levels[0][0]
-        runs = recording_runs(profile.runs, update_runs) if recording else profile.runs
+        runs = (
+            recording_runs(profile.runs, update_runs, launches.get(profile.origin, 1))
+            if recording
+            else profile.runs
+        )
         seconds = arrivals = 0.0
         for _, rate in levels:
             lead, window, drain = run_parts(

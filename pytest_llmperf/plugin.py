@@ -386,12 +386,13 @@ def llm_server(llm_profile: Profile, request: pytest.FixtureRequest) -> Iterator
     from pytest_llmperf.fixtures.server import start_server, stop_server
     from pytest_llmperf.progress import ProgressLine
 
-    handle = start_server(
-        llm_profile, request.config.stash[SESSION_KEY], ProgressLine.of(request.config)
-    )
+    session = request.config.stash[SESSION_KEY]
+    handle = start_server(llm_profile, session, ProgressLine.of(request.config))
+    ready = time.monotonic()
     try:
         yield handle
     finally:
+        session.server_served(llm_profile.name, time.monotonic() - ready)
         stop_server(handle)
 
 

@@ -156,6 +156,12 @@ class LLMPerfSession:
         if self.history is not None:
             self.history.profile(name, fingerprint, handle.profile.engine, load_s)
 
+    def server_served(self, name: str, seconds: float) -> None:
+        """``name``'s server served its tests for ``seconds`` (ready to stop: every test of the
+        profile, open loop and capacity included): the history keeps it for the next plan."""
+        if self.history is not None:
+            self.history.timing(name, "tests", name, seconds)
+
     def measured_with(self, point: MeasuredPoint, workload: Workload) -> None:
         """More runs of ``point`` (stages, top-ups, another test's checks) use this workload."""
         self.workloads[(point.profile, point.node.point_key(point.concurrency))] = workload
@@ -214,6 +220,31 @@ class LLMPerfSession:
         if found is None or found.copy_of is None or not found.copy_of.records:
             return profile
         return found.copy_of.of
+
+    def recording_launches(self, profile: str) -> tuple[int, int]:
+        """Which launch of its recording ``profile`` is, and of how many: (1, 1) for a
+        recording of one launch, (2, 4) for ``NAME@launch2`` of a recording of four."""
+        from pytest_llmperf.profiles import CopyKind
+
+        owner = self.golden_owner(profile)
+        launches = [owner] + [
+            p.name
+            for p in self.selected
+            if p.copy_of is not None
+            and p.copy_of.of == owner
+            and p.copy_of.kind is CopyKind.LATER_LAUNCH
+        ]
+        return (launches.index(profile) + 1 if profile in launches else 1), len(launches)
+
+    def recorded_launches(self, profile: str, key: str) -> list[list[float]]:
+        """The values this recording's earlier launches queued for ``key`` of ``profile``'s
+        golden, one list per launch ([] on a recording's first launch)."""
+        entry = self.pending.get(self.golden_file(profile))
+        earlier = next((p for p in entry.points if p.key == key), None) if entry else None
+        by_launch: dict[str | None, list[float]] = {}
+        for run in earlier.runs if earlier is not None else ():
+            by_launch.setdefault(run.launch_id, []).append(run.value)
+        return list(by_launch.values())
 
     def golden_file(self, profile: str) -> Path:
         from pytest_llmperf.golden.store import golden_path

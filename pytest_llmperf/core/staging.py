@@ -4,9 +4,11 @@ A run costs GPU time, so the first stage is 2 runs when the golden's own spread 
 decide (the 99 % bound on an unchanged server's ratio lies within a third of the fail margin),
 else the profile's ``runs``; a point whose verdict is UNCERTAIN gets more runs on the same
 server, stage by stage (3 → 6 → 10, :data:`STAGES`). A golden is recorded
-(``--perf-update-runs auto``) with RECORD_MIN_RUNS runs and stops there once it is that precise,
-else goes on, a run at a time, to RECORD_MAX_RUNS. Which of these a run does is its mode's
-(fixtures/settle.py); the rules are here.
+(``--perf-update-runs auto``) with RECORD_MIN_RUNS runs, shared among the recording's launches
+(at least MIN_STAGE on each); a launch takes more, a run at a time up to RECORD_MAX_RUNS, while
+runs are cheap beside its load (Kalibera and Jones' runs per launch, from the spreads measured
+so far), and the last launch while the golden is not yet precise. Which of these a run does is
+its mode's (fixtures/settle.py); the rules are here.
 """
 
 from __future__ import annotations
@@ -71,11 +73,17 @@ def next_stage(runs: int) -> int:
     return next(n for n in STAGES if n > runs) - runs
 
 
-def recording_runs(asked: int, update_runs: int | None) -> int:
-    """A recording's first runs: ``asked`` (the test's or the profile's), at least
-    ``--perf-update-runs`` or, when that is auto, RECORD_MIN_RUNS (more follow while the
-    golden is not precise, see :func:`records_more`)."""
-    return max(asked, update_runs if update_runs is not None else RECORD_MIN_RUNS)
+def recording_runs(asked: int, update_runs: int | None, launches: int = 1) -> int:
+    """A recording's first runs on each of its ``launches`` launches: ``asked`` (the test's or
+    the profile's), at least ``--perf-update-runs`` or, when that is auto, RECORD_MIN_RUNS,
+    shared among the launches (at least MIN_STAGE on each: the golden's within-launch spread is
+    pooled over them, and the launches, not the runs on one, measure the launch spread). More
+    follow where runs are cheap beside a launch, and on the last launch while the golden is not
+    precise: see :func:`records_more`."""
+    if update_runs is not None:
+        return max(asked, update_runs)
+    total = max(asked, RECORD_MIN_RUNS)
+    return total if launches <= 1 else max(MIN_STAGE, math.ceil(total / launches))
 
 
 def pooled_launch_runs(pooled: Sequence[float], asked: int) -> int:
@@ -86,18 +94,29 @@ def pooled_launch_runs(pooled: Sequence[float], asked: int) -> int:
 
 
 def records_more(
-    values: Sequence[float], pooled: Sequence[float], fail_margin: float, *, estimable: bool
+    values: Sequence[float],
+    pooled: Sequence[float],
+    fail_margin: float,
+    *,
+    estimable: bool,
+    first: int = RECORD_MIN_RUNS,
+    by_cost: float | None = None,
+    last_launch: bool = True,
 ) -> bool:
-    """Whether a recording (auto runs) takes one more run: its ``values`` (with a golden it is
-    pooled into, ``pooled``) are not yet precise, and it has fewer than RECORD_MAX_RUNS. A
-    tail its runs cannot estimate (``estimable`` false) never gets precise: more runs would
-    be wasted."""
-    first = MIN_STAGE if len(pooled) >= RECORD_MIN_RUNS else RECORD_MIN_RUNS
-    return (
-        estimable
-        and first <= len(values) < RECORD_MAX_RUNS
-        and not golden_is_precise([*pooled, *values], fail_margin)
-    )
+    """Whether a recording (auto runs) takes one more run on this launch: it has fewer than
+    RECORD_MAX_RUNS, and either fewer than ``by_cost`` (the runs a launch should carry for the
+    most precision per minute, :func:`runs_by_cost`), or this is the recording's last launch
+    and its ``values`` (with the earlier launches' and a golden's it is pooled into,
+    ``pooled``) are not yet precise. A tail its runs cannot estimate (``estimable`` false) never
+    gets precise: more runs would be wasted. A point of fewer runs than the launch's ``first``
+    (:func:`recording_runs`) was measured with the runs its test asked for: none are added."""
+    if len(pooled) >= RECORD_MIN_RUNS:
+        first = min(first, MIN_STAGE)  # another launch of a golden that has its runs
+    if not estimable or not first <= len(values) < RECORD_MAX_RUNS:
+        return False
+    if by_cost is not None and len(values) < math.ceil(by_cost):
+        return True
+    return last_launch and not golden_is_precise([*pooled, *values], fail_margin)
 
 
 def runs_per_launch(load_s: float, run_s: float, within: float, between: float) -> float | None:
@@ -109,6 +128,32 @@ def runs_per_launch(load_s: float, run_s: float, within: float, between: float) 
     if min(load_s, run_s) <= 0 or within < 0 or between <= 0:
         return None
     return math.sqrt((load_s / run_s) * (within / between))
+
+
+def runs_by_cost(
+    launches: Sequence[Sequence[float]], load_s: float | None, run_s: float, launch_cv: float
+) -> float | None:
+    """:func:`runs_per_launch` from what a recording has measured of a point: ``launches``,
+    its values per launch (this one last), the spread of runs about their launch's mean
+    (pooled) and of the launches' means, weighed with the profile's ``launch_cv`` as the
+    verdict weighs it (PRIOR_DOF degrees of freedom); ``load_s``, this launch's load. None:
+    nothing to weigh yet (no launch of two runs, an attached server)."""
+    from pytest_llmperf.core.verdict import PRIOR_DOF
+
+    if any(v <= 0 for values in launches for v in values):
+        return None  # not a figure runs_per_launch weighs (not recorded either)
+    logs = [[math.log(v) for v in values] for values in launches if values]
+    dof = sum(len(one) - 1 for one in logs)
+    if load_s is None or not dof or launch_cv <= 0:
+        return None
+    means = [math.fsum(one) / len(one) for one in logs]
+    within = math.fsum(math.fsum((x - m) ** 2 for x in one) for one, m in zip(logs, means)) / dof
+    between = launch_cv**2
+    if len(means) >= 2:
+        grand = math.fsum(means) / len(means)
+        measured = math.fsum((m - grand) ** 2 for m in means) / (len(means) - 1)
+        between = (PRIOR_DOF * between + (len(means) - 1) * measured) / (PRIOR_DOF + len(means) - 1)
+    return runs_per_launch(load_s, run_s, within, between)
 
 
 #: A launched server's golden launches by the profile's ``launch_cv`` (the first whose spread

@@ -127,7 +127,7 @@ timings = Table(
     metadata,
     Column("run_id", String(32), ForeignKey("llmperf_runs.run_id"), nullable=False),
     Column("profile", String(255), nullable=False),
-    Column("phase", String(16), nullable=False),  # load | level
+    Column("phase", String(16), nullable=False),  # load | level | tests
     Column("name", Text, nullable=False),  # the profile for a load, "C=<n>" for a level
     Column("seconds", Float, nullable=False),
 )

@@ -343,9 +343,10 @@ class HistoryStore:
 
     def wall_times(
         self, profile: str, modes: tuple[str, ...], latest: int
-    ) -> tuple[list[str], list[tuple[str, int, str, float]], list[float]]:
+    ) -> tuple[list[str], list[tuple[str, int, str, float]], list[float], list[float]]:
         """For the profile's ``latest`` complete runs of ``modes``, newest first: their ids,
-        each point's (run, C, key, server time) and each server load's seconds."""
+        each point's (run, C, key, server time), each server load's seconds and each
+        server's time serving its tests."""
         from sqlalchemy import select
 
         from pytest_llmperf.history import schema as s
@@ -362,7 +363,7 @@ class HistoryStore:
         with self._guard("read its stored times"), self.engine.connect() as conn:
             ids = [row[0] for row in conn.execute(runs)]
             if not ids:
-                return [], [], []
+                return [], [], [], []
             p = s.points.c
             points = conn.execute(
                 select(p.run_id, p.concurrency, p.key, p.wall_s).where(
@@ -370,16 +371,20 @@ class HistoryStore:
                 )
             ).all()
             t = s.timings.c
-            loads = (
-                conn.execute(
-                    select(t.seconds).where(
-                        t.profile == profile, t.phase == "load", t.run_id.in_(ids)
+
+            def phase(name: str) -> list[float]:
+                return list(
+                    conn.execute(
+                        select(t.seconds).where(
+                            t.profile == profile, t.phase == name, t.run_id.in_(ids)
+                        )
                     )
+                    .scalars()
+                    .all()
                 )
-                .scalars()
-                .all()
-            )
-        return ids, [tuple(row) for row in points], list(loads)
+
+            loads, served = phase("load"), phase("tests")
+        return ids, [tuple(row) for row in points], loads, served
 
     def events(self) -> list[dict[str, Any]]:
         from sqlalchemy import select

@@ -26,12 +26,15 @@ class StoredTimes:
     load_s: float | None
     #: Per level, the server time of all its points in one run (every test that measured it).
     level_s: dict[int, float] = field(default_factory=dict)
+    #: The server's time serving all its tests in one run (ready to stop: open-loop levels,
+    #: capacity searches and prefill tests too); None: not kept by the runs it comes from.
+    tests_s: float | None = None
 
 
 def stored_times(store: HistoryStore, profile: str, *, recording: bool) -> StoredTimes | None:
     """The median load and level times of the profile's latest runs; None without any."""
     modes = ("update",) if recording else ("gate", "measure")
-    latest, points, loads = store.wall_times(profile, modes, LATEST_RUNS)
+    latest, points, loads, served = store.wall_times(profile, modes, LATEST_RUNS)
     if not latest:
         return None
     per_run: dict[int, dict[str, float]] = {}
@@ -44,4 +47,5 @@ def stored_times(store: HistoryStore, profile: str, *, recording: bool) -> Store
         runs=len(latest),
         load_s=statistics.median(loads) if loads else None,
         level_s={c: statistics.median(runs.values()) for c, runs in per_run.items()},
+        tests_s=statistics.median(served) if served else None,
     )

@@ -90,11 +90,13 @@ def test_perf_measure_needs_no_golden_writes_none_and_two_runs_compare(pytester)
     for _ in range(2):
         result = run(pytester, "--perf-measure", "--perf-history", "h.db", "--perf-json", "r.json")
         assert result.ret == 0, result.stdout.str()[-2000:]
-    # The second run's plan is what the first really took, its load included.
+    # The second run's plan is what the first really took: its levels, and in all the time
+    # its server served every test, its load included.
     result.stdout.fnmatch_lines(
         [
             "  sim-base: C = 1, 4; *; about * s (as its last 1 run(s) took, load * s)",
-            "  total: about * s, loads included (from the history)",
+            "  total: about * s, as the last runs took: every test (open loop, capacity and "
+            "prefill too) and the loads (from the history)",
         ]
     )
     assert not (pytester.path / "baselines").exists()

@@ -337,6 +337,44 @@ def test_runs_per_launch_weigh_a_launch_s_cost_against_how_far_launches_differ()
     assert runs_per_launch(720, 60, 0.01, 0.0) is None
 
 
+def test_a_recording_shares_its_runs_among_its_launches():
+    """Five runs are what a golden needs; a recording of two launches takes three on each, of
+    four or six launches two on each (the launches measure the launch spread, not the runs on
+    one); --perf-update-runs is per launch, as asked."""
+    from pytest_llmperf.core.staging import recording_runs
+
+    assert recording_runs(3, None) == 5
+    assert [recording_runs(3, None, n) for n in (2, 4, 6)] == [3, 2, 2]
+    assert recording_runs(8, None, 2) == 4
+    assert recording_runs(3, 7, 4) == 7
+
+
+def test_a_recording_launch_takes_more_runs_where_they_are_cheap_beside_its_load():
+    """A launch takes runs, a run at a time, while runs_by_cost asks for more (a 12-minute load
+    beside 15-second runs, runs as noisy as launches: about 7 runs), and its last launch while
+    the golden is not yet precise; an earlier launch of a cheap load stops at its share."""
+    from pytest_llmperf.core.staging import records_more, runs_by_cost
+
+    quiet, noisy = [100.0, 101.0, 99.0], [100.0, 120.0, 85.0]
+    costly = runs_by_cost([quiet], 720.0, 15.0, launch_cv=0.01)
+    assert costly is not None and 5 < costly < 9
+    assert records_more(quiet, [], 0.15, estimable=True, first=3, by_cost=costly, last_launch=False)
+    cheap = runs_by_cost([quiet], 1.0, 15.0, launch_cv=0.05)
+    assert cheap is not None and cheap < 1
+    assert not records_more(
+        quiet, [], 0.15, estimable=True, first=3, by_cost=cheap, last_launch=False
+    )
+    assert records_more(noisy, quiet, 0.15, estimable=True, first=3, by_cost=cheap)
+    assert not records_more(
+        [*quiet, 100.0, 100.5], quiet, 0.15, estimable=True, first=3, by_cost=cheap
+    )
+    # Launches measured far apart pull the between-launch spread above the prior's.
+    apart = runs_by_cost([[100.0, 101.0], [70.0, 71.0]], 720.0, 15.0, launch_cv=0.01)
+    assert apart is not None and apart < costly / 2
+    assert runs_by_cost([[100.0]], 720.0, 15.0, launch_cv=0.01) is None  # no within spread yet
+    assert runs_by_cost([quiet], None, 15.0, launch_cv=0.01) is None  # attached: no load
+
+
 def test_launches_measured_far_wider_than_the_launch_cv_overrule_it():
     """A profile's launch_cv of 3 % where twenty nights measured 10 %: pooled in on its six
     degrees of freedom it would hold the spread near 8.8 %; the nights overrule its size (it
