@@ -145,8 +145,10 @@ OPTIONS = tuple(
         (
             "--perf-update-runs",
             "llmperf_update_runs",
-            "Runs per point when recording goldens: auto (5, and up to 10 until the golden is "
-            "precise enough for 2-run checks) or a fixed N.",
+            "Runs per point when recording goldens: auto (5 shared among the recording's "
+            "launches, at least 2 a launch; a launch adds runs up to 10 while they are cheap "
+            "beside its load, and the last while the golden is not precise enough for 2-run "
+            "checks) or a fixed N a launch.",
             "N",
             "auto",
         ),
