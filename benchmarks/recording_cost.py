@@ -8,11 +8,16 @@ total against its wall time.
 
     python benchmarks/recording_cost.py --output-len 512
 
-At another output length, the profiles' open-loop rates and e2e limit are scaled with it, as a
-user recording at that length would set them: the shipped ones are for 64-token requests (the
-simulated pair sustains 20 requests/s of them, sim-eagle3 about 5 of 512 tokens), so the rates
-are scaled by 2·64/N (5, 10, 20 -> 1.25, 2.5, 5 at 512) and ``slo.e2e_s`` by N/64 (a request
-takes N/64 times as long; at 150 ms no rate meets it and the capacity search says so).
+``--output-len N`` sets the simulated pair's ``output_len`` and nothing else, as issue 41's
+recording did. With ``--scale-load`` the open-loop rates and the e2e limit are scaled with it
+too, as a user recording at that length might set them: the shipped ones are for 64-token
+requests (the pair sustains 20 requests/s of them, sim-eagle3 about 4 of 512 tokens), so the
+rates are scaled by 2·64/N (5, 10, 20 -> 1.25, 2.5, 5 at 512) and ``slo.e2e_s`` by N/64 (a
+request takes N/64 times as long; at 150 ms no rate meets it and the capacity search says so).
+Lower rates make longer open-loop windows: a window holds ``min_requests`` arrivals (16 at
+1.25 requests/s: 12.8 s, a run about 20 s with its lead-in and drain).
+
+    python benchmarks/recording_cost.py --output-len 512 --scale-load
 """
 
 from __future__ import annotations
@@ -31,11 +36,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHIPPED_LEN = 64
 
 
-def scaled(text: str, output_len: int) -> str:
-    """The profiles file with the simulated pair's output_len, open-loop rates and e2e limit
-    set for ``output_len``."""
+def scaled(text: str, output_len: int, load: bool) -> str:
+    """The profiles file with the simulated pair's output_len and, with ``load``, its open-loop
+    rates and e2e limit set for ``output_len``."""
     head, rest = text.split("# --- Real servers", 1)
     head = re.sub(r"(?m)^output_len = \d+", f"output_len = {output_len}", head, count=1)
+    if not load:
+        return head + "# --- Real servers" + rest
     factor = 2 * SHIPPED_LEN / output_len
     head = re.sub(
         r"(?m)^request_rate = \[([^\]]*)\]",
@@ -93,6 +100,9 @@ def report(title: str, wall: float, out: list[str], code: int) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-len", type=int, default=None)
+    parser.add_argument(
+        "--scale-load", action="store_true", help="scale the rates and e2e limit with the length"
+    )
     parser.add_argument("--once", action="store_true", help="record once (no plan check)")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments")
     args = parser.parse_args()
@@ -106,7 +116,7 @@ def main() -> None:
         text = profiles.read_text().replace('"../.llama/', f'"{REPO}/.llama/')
         text = text.replace('"../.sglang/', f'"{REPO}/.sglang/')
         if args.output_len:
-            text = scaled(text, args.output_len)
+            text = scaled(text, args.output_len, args.scale_load)
         profiles.write_text(text)
         first = record(scratch, args.pytest_args)
         report("first recording", *first)

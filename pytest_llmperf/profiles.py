@@ -710,6 +710,16 @@ class Profile:
         """The profile this one is a copy of (A/B/A, a recording's later launch), else itself."""
         return self.copy_of.of if self.copy_of is not None else self.name
 
+    @property
+    def measures_open_loop(self) -> bool:
+        """Whether this launch measures the open-loop points (rate levels, the capacity search):
+        every launch but a recording's later ones (``NAME@launch2``, …). Those re-measure the
+        closed-loop levels, whose margins are narrow beside how far launches differ; an
+        open-loop window waits for its arrivals (tens of seconds a run at a low rate) and a
+        capacity search probes rate after rate, so they are recorded on the first launch alone
+        and judged with the launch spread the profile's ``launch_cv`` allows."""
+        return self.copy_of is None or self.copy_of.kind is not CopyKind.LATER_LAUNCH
+
     def copy(self, kind: CopyKind, name: str) -> Profile:
         """This profile measured again under ``name``, as a copy of ``kind``."""
         from dataclasses import replace

@@ -128,8 +128,9 @@ def _no_pair(profiles: ProfileSet | None) -> Any:
 
 def rate_params(selected: list[Profile]) -> tuple[list[Any], list[str]]:
     """Values and ids for a test's ``llm_profile`` and ``llm_request_rate`` parameters: each
-    selected profile at each of its rate levels (``request_rate``)."""
-    pairs = [(p.name, r) for p in selected for r in p.request_rate]
+    selected profile at each of its rate levels (``request_rate``), but on a recording's later
+    launches (they measure no open loop: ``Profile.measures_open_loop``)."""
+    pairs = [(p.name, r) for p in selected if p.measures_open_loop for r in p.request_rate]
     if not pairs:
         names = ", ".join(p.name for p in selected)
         reason = (

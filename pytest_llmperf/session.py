@@ -221,9 +221,10 @@ class LLMPerfSession:
             return profile
         return found.copy_of.of
 
-    def recording_launches(self, profile: str) -> tuple[int, int]:
+    def recording_launches(self, profile: str, *, open_loop: bool = False) -> tuple[int, int]:
         """Which launch of its recording ``profile`` is, and of how many: (1, 1) for a
-        recording of one launch, (2, 4) for ``NAME@launch2`` of a recording of four."""
+        recording of one launch, (2, 4) for ``NAME@launch2`` of a recording of four; of an
+        ``open_loop`` point, of the launches that measure one (Profile.measures_open_loop)."""
         from pytest_llmperf.profiles import CopyKind
 
         owner = self.golden_owner(profile)
@@ -233,6 +234,7 @@ class LLMPerfSession:
             if p.copy_of is not None
             and p.copy_of.of == owner
             and p.copy_of.kind is CopyKind.LATER_LAUNCH
+            and (p.measures_open_loop or not open_loop)
         ]
         return (launches.index(profile) + 1 if profile in launches else 1), len(launches)
 

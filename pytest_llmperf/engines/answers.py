@@ -52,6 +52,10 @@ class ReadByAnswers(Engine):
         reader = self.reading(info)
         return reader.accept_length_note(profile, info) if reader is not self else None
 
+    def running_at_once(self, info: Mapping[str, Any]) -> int | None:
+        reader = self.reading(info)
+        return reader.running_at_once(info) if reader is not self else None
+
     def context_per_request(self, info: Mapping[str, Any]) -> int | None:
         reader = self.reading(info)
         return reader.context_per_request(info) if reader is not self else None

@@ -222,6 +222,11 @@ class Engine:
         as it says (None: not said)."""
         return None
 
+    def running_at_once(self, info: Mapping[str, Any]) -> int | None:
+        """The most requests the server runs at once, as it says (the rest wait in its queue);
+        None: not said."""
+        return None
+
     def flushes_between_runs(self, profile: Profile, windowed: bool) -> bool:
         """Whether the prefix cache is flushed (``/flush_cache``) before each run: on SGLang's
         native API, not between windowed runs (requests cut at a window's close are still being

@@ -82,6 +82,12 @@ class LlamaCppEngine(Engine):
         build = props.get("build_info") if isinstance(props, dict) else None
         return str(build) if build else None
 
+    def running_at_once(self, info: Mapping[str, Any]) -> int | None:
+        """llama.cpp's slots (``-np``, ``total_slots`` on ``/props``)."""
+        props = info.get("/props") or {}
+        slots = props.get("total_slots") if isinstance(props, dict) else None
+        return slots if isinstance(slots, int) and slots > 0 else None
+
     def context_per_request(self, info: Mapping[str, Any]) -> int | None:
         """llama.cpp's context per slot (``-c`` divided by ``-np``)."""
         props = info.get("/props") or {}

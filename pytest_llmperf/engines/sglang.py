@@ -211,6 +211,17 @@ class SGLangEngine(Engine):
         limit = server_info(info).get("max_req_input_len")
         return limit + 1 if isinstance(limit, int) and limit > 0 else None
 
+    def running_at_once(self, info: Mapping[str, Any]) -> int | None:
+        """``max_running_requests`` as the server reports it (set by the flag, or 48 for a
+        speculative server whose flag is unset), times its ``dp_size``: each data-parallel
+        scheduler runs that many. None where it reports none (SGLang then derives its cap from
+        the KV cache's size)."""
+        found = server_info(info)
+        cap = _int_or_none(found.get("max_running_requests"))
+        if cap is None or cap <= 0:
+            return None
+        return cap * max(1, _int_or_none(found.get("dp_size")) or 1)
+
 
 def _int_or_none(value: Any) -> int | None:
     """A server setting as an int (servers that do not model a flag may echo it as a string)."""

@@ -81,6 +81,7 @@ async def closed_loop(
     abort: Abort | None = None,
     progress: Progress | None = None,
     window: Window | None = None,
+    in_service: int | None = None,
 ) -> RunRecords:
     """Run N requests with exactly ``concurrency`` in flight until the last ones drain, or,
     with a ``window``, keep C in flight until its measurement window has closed.
@@ -101,6 +102,15 @@ async def closed_loop(
     ``window.settle_s`` after the run began (after a run whose requests were cut, the server
     may still be aborting them); it closes ``window.seconds`` later, and the requests still in
     flight are cut (disconnected: SGLang aborts them).
+
+    A server that runs at most ``in_service`` requests at once (fewer than C) queues the rest:
+    only the first ``in_service`` slots' first requests are staggered (over 1/M … M/M of the
+    output length, M = in_service) and the others ask for the whole of it. Those M are what the
+    server runs first, so their spread phases are the steady state's, and the window opens once
+    M first requests stream; the queue of C − M full requests is the steady state's from the
+    start. Staggering all C instead would make the last slot's first request wait behind every
+    shorter one (at C = 250 over SGLang's cap of 48 for a speculative server, 512-token
+    requests: about 12 s a run before its window could open).
     """
     abort = abort or Abort()
     if abort.is_set():
@@ -111,7 +121,9 @@ async def closed_loop(
         def claim() -> int | None:
             return next(indices, None)
 
-    run = _ClosedRun(transport, api, source, min(concurrency, n_requests), claim, abort, window)
+    slots = min(concurrency, n_requests)
+    staggered = min(slots, in_service) if in_service else slots
+    run = _ClosedRun(transport, api, source, slots, staggered, claim, abort, window)
     return await run.run(concurrency, stall_timeout_s, progress)
 
 
@@ -125,12 +137,14 @@ class _ClosedRun:
         api: str,
         source: Source,
         slots: int,
+        staggered: int,
         claim: Callable[[], int | None],
         abort: Abort,
         window: Window | None,
     ) -> None:
         self.transport, self.api, self.source = transport, api, source
-        self.slots, self.claim, self.abort, self.window = slots, claim, abort, window
+        self.slots, self.staggered = slots, staggered
+        self.claim, self.abort, self.window = claim, abort, window
         self.records: list[RequestRecord] = []
         self.in_flight = InFlight(abort)
         self.first_wave: list[RequestRecord] = []
@@ -168,7 +182,8 @@ class _ClosedRun:
 
     async def slot(self, k: int) -> None:
         """Slot ``k``: a request, and the next one the moment it ends, until the run is over.
-        With a window, its first request asks for (k + 1)/C of the output length."""
+        With a window, the first request of each of the first M slots (M: ``staggered``) asks
+        for (k + 1)/M of the output length."""
         task = asyncio.current_task()
         assert task is not None
         first = self.window is not None
@@ -178,7 +193,7 @@ class _ClosedRun:
             self.in_flight.add(k, rec, task)
             share = 1.0
             if first:
-                share = (k + 1) / self.slots
+                share = (k + 1) / self.staggered if k < self.staggered else 1.0
                 rec.staggered = share < 1.0
                 self.first_wave.append(rec)
                 first = False
@@ -187,22 +202,17 @@ class _ClosedRun:
         self.in_flight.remove(k)
 
     async def keep_window(self, w: Window, started: float) -> None:
-        """Open the window once every slot's first request is streaming, close it w.seconds
-        later, and cut what is still in flight."""
+        """Open the window once as many first requests stream as the server runs at once (every
+        slot's, on a server without a smaller cap), close it w.seconds later, and cut what is
+        still in flight."""
         first_wave = self.first_wave
-        streaming = 0  # first-wave requests known to stream: each is looked at until it does
         while True:
-            while streaming < len(first_wave) and (
-                first_wave[streaming].chunk_times or first_wave[streaming].end
-            ):
-                streaming += 1
-            if streaming >= self.slots:
+            begun = [r.chunk_times[0] if r.chunk_times else r.end for r in first_wave]
+            begun = [t for t in begun if t]
+            if len(begun) >= self.staggered:
                 break
             await asyncio.sleep(WINDOW_POLL_S)
-        self.opened_at = opened_at = max(
-            started + w.settle_s,
-            *(r.chunk_times[0] if r.chunk_times else r.end for r in first_wave),
-        )
+        self.opened_at = opened_at = max(started + w.settle_s, *begun)
         await asyncio.sleep(max(0.0, opened_at + w.seconds - perf_counter()))
         self.closed = True
         self.in_flight.cut()
@@ -272,6 +282,7 @@ class ClosedLevel:
             abort,
             self.progress(k) if self.progress else None,
             window,
+            plan.in_service,
         )
 
     def finished(self, runs: list[RunRecords], abort: Abort) -> bool:

@@ -69,6 +69,10 @@ class ClosedPlan(Plan):
     concurrency: int
     n_requests: int
     runs: int = 1
+    #: The most requests the server runs at once (SGLang's ``max_running_requests``, llama.cpp's
+    #: slots), where it says and that is below ``concurrency``: the others wait in its queue, so
+    #: a windowed run staggers the first requests of only this many slots (None: every slot).
+    in_service: int | None = None
 
     @property
     def request_limit(self) -> int:

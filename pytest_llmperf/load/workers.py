@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import multiprocessing
 import queue as queue_module
 import time
@@ -98,7 +99,7 @@ def measure(
                 i,
                 base_url,
                 workload,
-                replace(plan, concurrency=c) if isinstance(plan, ClosedPlan) else plan,
+                _share_of(plan, c) if isinstance(plan, ClosedPlan) else plan,
                 barrier,
                 counter,
                 results,
@@ -138,6 +139,15 @@ def _measure_here(
             abort=abort,
         )
     )
+
+
+def _share_of(plan: ClosedPlan, slots: int) -> ClosedPlan:
+    """A worker's part of a closed level: ``slots`` of its C, and as large a part of the
+    requests the server runs at once (the first ones it admits come from every worker)."""
+    in_service = plan.in_service
+    if in_service is not None:
+        in_service = max(1, min(slots, math.ceil(in_service * slots / plan.concurrency)))
+    return replace(plan, concurrency=slots, in_service=in_service)
 
 
 def _context() -> Any:

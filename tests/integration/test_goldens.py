@@ -348,3 +348,51 @@ def test_a_recording_launches_the_server_twice_and_the_golden_keeps_each_launch(
     points = json.loads((pytester.path / "results.json").read_text())["points"]
     assert {p["profile"] for p in points} == {"sim-base"}
     assert all(p["golden"]["n"] == counts[p["concurrency"]] for p in points)
+
+
+OPEN_LOOP_SUITE = """
+def test_rate_latency(llmperf, llm_request_rate):
+    point = llmperf.measure(rate=llm_request_rate)
+    llmperf.check(point, metric="ttft_p90_s")
+
+
+def test_at_a_fixed_rate(llmperf, llm_profile):
+    point = llmperf.measure(rate=10)
+    llmperf.check(point, metric="e2e_p90_s")
+"""
+
+
+def test_a_recordings_later_launch_measures_no_open_loop(pytester, project):
+    """A recording over two launches re-measures the closed-loop levels on the second; the
+    open-loop points are measured on the first alone, with the five runs a golden needs on it:
+    the rate levels are not collected for ``@launch2``, and a test that asks for a rate of its
+    own is skipped there with the reason."""
+    profiles = pytester.path / "profiles.toml"
+    profiles.write_text(
+        profiles.read_text().replace(
+            "min_requests = 4\n", "min_requests = 12\nrequest_rate = [20]\nsettle_s = 0.3\n", 1
+        )
+    )
+    pytester.makepyfile(test_rates=OPEN_LOOP_SUITE)
+    args = ["--perf-update", "--perf-update-launches", "2", "-rs"]
+    planned = pytester.runpytest(*args, "--perf-plan")
+    planned.stdout.fnmatch_lines(["  sim-base: 20 requests/s; 5 runs per level; *"])
+    planned.stdout.no_fnmatch_line("  sim-base@launch2: 20 requests/s*")
+    recorded = pytester.runpytest(*args)
+    recorded.assert_outcomes(passed=6, skipped=1)
+    recorded.stdout.fnmatch_lines(
+        ["SKIPPED *sim-base@launch2: a recording's later launch re-measures the closed-loop "
+         "levels only; open-loop points (rate levels, capacity, trace replays) are recorded on "
+         "sim-base's first launch and judged with the launch spread its launch_cv allows"]
+    )  # fmt: skip
+    _, data = golden(pytester)
+    launches = {
+        point["test"]: Counter(r["launch_id"] for r in point["runs"])
+        for point in data["points"].values()
+    }
+    for test, per_launch in launches.items():
+        if "rate" in test:
+            assert len(per_launch) == 1 and sum(per_launch.values()) == 5, (test, per_launch)
+        else:
+            assert len(per_launch) == 2, (test, per_launch)
+    assert sum("rate" in test for test in launches) == 2

@@ -5,6 +5,8 @@ a stream yields k/ITL tok/s whatever its phase, and C streams C·k/ITL. The wind
 tokens of the chunks that arrive inside it, so its only error is the chunk cut at each edge.
 """
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_llmperf.core import metrics
@@ -203,3 +205,31 @@ def test_worker_processes_measure_one_window_together(paced):
     assert m.output_tok_s == pytest.approx(8 * 1000 / ITL_MS, rel=0.01)
     assert m.in_flight_while_sending == pytest.approx(8, rel=0.01)
     assert m.window["cancelled_requests"] == 8
+
+
+@pytest.fixture(scope="module")
+def paced_4_slots():
+    server = start_paced(ITL_MS, 1, "--slots", "4")
+    yield server
+    server.stop()
+
+
+def test_a_capped_server_staggers_only_what_it_runs_and_opens_its_window_at_once(paced_4_slots):
+    """C = 12 against a server that runs 4 at once (the rest queue, in arrival order): told so
+    (``in_service``), the first 4 slots' first requests are staggered over 1/4 … 4/4 of the
+    output length and the others ask for the whole, and the window opens once those 4 stream,
+    measuring what 4 streams give; staggering all 12 instead makes the window wait until the
+    last slot's first request is admitted behind 8 shorter ones."""
+    url, plan = paced_4_slots.url, ClosedPlan(12, 0, 1, window_s=WINDOW_S)
+    workload = Workload(api="sglang", output_len=OUTPUT_LEN)
+    (capped,) = measure(url, workload, replace(plan, in_service=4))
+    (every,) = measure(url, workload, plan)
+    m, m_every = metrics.summarize_run(capped, OUTPUT_LEN), metrics.summarize_run(every, OUTPUT_LEN)
+    assert m.valid and m_every.valid, (m.problems, m_every.problems)
+    first = capped.records[:12]
+    assert [r.requested for r in first] == [25, 50, 75, 100] + [OUTPUT_LEN] * 8
+    assert m.output_tok_s == pytest.approx(4 * 1000 / ITL_MS, rel=0.01)
+    # Opened as soon as the first 4 stream (an ITL after the run began, not after the queue's
+    # first completions); all 12 staggered waits for slot 11, admitted after 8 completions.
+    assert m.window["opened_s"] < 0.1
+    assert m_every.window["opened_s"] > 0.3

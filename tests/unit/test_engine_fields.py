@@ -197,3 +197,23 @@ def test_a_server_of_no_known_kind_is_read_as_the_engine_its_answers_match(
             "args": ["--cuda-graph-max-bs", "64"],
         }
         assert "reads_as" not in fp.to_json()
+
+
+@pytest.mark.parametrize(
+    ("engine_name", "info", "at_once"),
+    [
+        ("sglang", {"/server_info": {"max_running_requests": 48}}, 48),
+        ("sglang", {"/server_info": {"max_running_requests": 48, "dp_size": 2}}, 96),
+        # SGLang leaves it None unless set (or a speculative server's 48): its cap is then
+        # derived from the KV cache, which it does not report as a request count.
+        ("sglang", {"/server_info": {"max_running_requests": None}}, None),
+        ("sglang", {"/get_server_info": {"max_running_requests": "16"}}, 16),
+        ("llamacpp", {"/props": {"total_slots": 4}}, 4),
+        ("llamacpp", {"/props": {}}, None),
+    ],
+)
+def test_the_requests_a_server_runs_at_once_are_read_from_what_it_says(engine_name, info, at_once):
+    """What a windowed closed loop staggers at C over a server's cap (load/closed_loop.py)."""
+    from pytest_llmperf import engines
+
+    assert engines.get(engine_name).running_at_once(info) == at_once
