@@ -229,6 +229,17 @@ class MeasuredPoint(Point):
         twin.runs = self.runs
         return twin
 
+    def runs_with_the_figure(self) -> MeasuredPoint:
+        """This point over the runs that measured its figure: a run the server fell behind in is
+        stopped at once, possibly before any request of its window ended (no e2e to take a
+        percentile of), and a rate level it could not keep up with is judged on that alone."""
+        kept = [r for r in self.runs if unrecordable([figure(r, self.metric)]) is None]
+        if len(kept) == len(self.runs):
+            return self
+        twin = replace(self, notes=self.notes)
+        twin.runs = kept
+        return twin
+
     @property
     def sustainable(self) -> bool:
         """Whether the server kept up with a rate level's arrivals in most of its runs (one
