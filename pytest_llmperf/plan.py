@@ -169,11 +169,11 @@ def lines(
         out.append(
             f"  total: about {duration(total)} of measurement{note} ("
             + (
-                "1 server launch, its load"
+                "1 server launch; its load"
                 if launches == 1
-                else f"{launches} server launches, their loads"
+                else f"{launches} server launches; their loads"
             )
-            + " not included)"
+            + ", warm-ups and any capacity search are timed once a history has them)"
         )
     return out
 
