@@ -90,7 +90,11 @@ def test_a_slow_launch_is_confirmed_on_fresh_ones_and_cleared(pytester):
     assert point["verdict"] == "PASS", point["message"]
     data = json.loads((pytester.path / "out.json").read_text())
     made = data["confirmations"]
-    assert 1 < len(made) <= 3 and all(c["profile"] == "sim" for c in made)
+    # One fresh launch at the golden's speed does not rule a collapse out after a launch 19 %
+    # off: it takes a second; the profile's confirm_launches (3) bounds them.
+    assert len(made) >= 2, made
+    assert len(made) <= 3, made
+    assert {c["profile"] for c in made} == {"sim"}
     assert made[-1]["points"] == {"sim C=4": "PASS"}
     assert all(c["points"] == {"sim C=4": "CONFIRMING"} for c in made[:-1])
     assert len({run["launch_id"] for run in point["runs"]}) == 1 + len(made)
