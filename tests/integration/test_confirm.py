@@ -78,8 +78,15 @@ def test_a_slow_launch_is_confirmed_on_fresh_ones_and_cleared(pytester):
     but not surely a FAIL with launches 5 % apart: the point is CONFIRMING. Fresh launches run
     at the golden's speed, but one launch 19 % off is itself a sign that launches differ more
     than the profile says: two launches cannot rule a collapse out, so it takes more, up to the
-    profile's confirm_launches (3), and over tonight's launches it PASSes."""
-    project(pytester, {3: 0.8}, confirm_launches=3)
+    profile's confirm_launches, and over tonight's launches it PASSes.
+
+    How many it takes depends on how far apart the fresh launches land: with them 1-2 % apart
+    (as the simulated engine's are here), three confirmations clear it about half the time and
+    four nearly always (the verdict's own functions on 1,000 such nights each: WARN after 3:
+    45-50 %, after 4: 0.5-8 %, after 6: none in 2,000). confirm_launches = 6 leaves the room a
+    real profile would need, so what is tested is that fresh launches clear it, not where the
+    bound's noise happens to fall."""
+    project(pytester, {3: 0.8}, confirm_launches=6)
     record(pytester)
     night = pytester.runpytest("-p", "no:randomly", "--perf-json", "out.json", *CONFIRM)
     night.assert_outcomes(passed=2)  # the test, and its confirmation
@@ -91,9 +98,9 @@ def test_a_slow_launch_is_confirmed_on_fresh_ones_and_cleared(pytester):
     data = json.loads((pytester.path / "out.json").read_text())
     made = data["confirmations"]
     # One fresh launch at the golden's speed does not rule a collapse out after a launch 19 %
-    # off: it takes a second; the profile's confirm_launches (3) bounds them.
+    # off: it takes a second; the profile's confirm_launches (6) bounds them.
     assert len(made) >= 2, made
-    assert len(made) <= 3, made
+    assert len(made) <= 6, made
     assert {c["profile"] for c in made} == {"sim"}
     assert made[-1]["points"] == {"sim C=4": "PASS"}
     assert all(c["points"] == {"sim C=4": "CONFIRMING"} for c in made[:-1])
