@@ -538,8 +538,8 @@ class Profile:
     )
     accuracy_margin: float = setting(
         0.03,
-        "accuracy: a significant drop (McNemar on the golden's own items, p < 0.01) of at least "
-        "this share of the items FAILs; a smaller significant drop WARNs",
+        "accuracy: a significant drop (McNemar on the golden's own items, p < 0.001) of at "
+        "least this share of the items FAILs; any other drop significant at p < 0.01 WARNs",
         "verdict",
         check=is_fraction,
         allowed="a fraction between 0 and 1, e.g. 0.03 (3 points)",

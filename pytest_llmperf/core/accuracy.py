@@ -12,8 +12,11 @@ items), and between a speculative profile and its base in the same run, the gate
 exact test on the discordant items (right then, wrong now against wrong then, right now); only
 where the items differ from the golden's does it fall back to an exact binomial test of
 tonight's count against the golden's rate. A FAIL is a significant drop (one-sided, p <
-FAIL_ALPHA) of at least ``accuracy_margin``; a drop significant at ALPHA, or one beyond the
-margin that is not significant, is a WARN.
+FAIL_ALPHA) of at least ``accuracy_margin``; any other drop significant at ALPHA is a WARN. A drop
+that is not significant is no finding, however many points it is on few items: one item of
+eight answered the other way is p = 0.5. Paired, a FAIL needs at least :func:`least_flips`
+items right then and wrong now with none the other way, so the smallest drop ``n`` items can
+FAIL is that many over ``n`` (:func:`smallest_failing_drop`), and the message says it.
 """
 
 from __future__ import annotations
@@ -106,6 +109,22 @@ def mcnemar_p(worse: int, better: int) -> float:
     return float(binom.sf(worse - 1, n, 0.5)) if n else 1.0
 
 
+def least_flips(fail_alpha: float = FAIL_ALPHA) -> int:
+    """The fewest items right then and wrong now, with none the other way, that McNemar finds
+    significant at ``fail_alpha``: p = 0.5^k (10 at 0.001)."""
+    k = 1
+    while 0.5**k >= fail_alpha:
+        k += 1
+    return k
+
+
+def smallest_failing_drop(items: int, fail_alpha: float = FAIL_ALPHA) -> float | None:
+    """The smallest drop (a share of the items) that ``items`` paired items can FAIL at
+    ``fail_alpha``; None: too few items for any drop to FAIL."""
+    k = least_flips(fail_alpha)
+    return k / items if items >= k else None
+
+
 def binomial_p(correct: int, n: int, rate: float) -> float:
     """One-sided exact binomial: the chance of at most ``correct`` of ``n`` at ``rate``."""
     from scipy.stats import binom
@@ -168,7 +187,7 @@ def decide(
     drop = rate - accuracy
     if drop > 0 and drop >= margin and p < fail_alpha:
         outcome = Outcome.FAIL
-    elif drop > 0 and (p < alpha or drop >= margin):
+    elif drop > 0 and p < alpha:
         outcome = Outcome.WARN
     else:
         outcome = Outcome.PASS
@@ -186,7 +205,7 @@ def describe(label: str, v: AccuracyVerdict, margin: float, against: str) -> str
         Outcome.FAIL: f"significantly lower (p < {FAIL_ALPHA:g}) by at least the "
         f"{margin * 100:g}-point margin",
         Outcome.WARN: (
-            f"lower by at least the {margin * 100:g}-point margin, not significantly"
+            f"significantly lower (p < {ALPHA:g}), not surely (p < {FAIL_ALPHA:g})"
             if v.drop >= margin
             else f"significantly lower, within the {margin * 100:g}-point margin"
         ),
@@ -198,10 +217,27 @@ def describe(label: str, v: AccuracyVerdict, margin: float, against: str) -> str
         (
             f"{label}: accuracy {v.accuracy:.3f} of {n} items (95 % Wilson [{low:.3f}, {high:.3f}]) "
             f"vs {v.reference:.3f} {against} ({points:+.1f} points, {v.test} p={v.p_value:.2g}"
-            f"{pairs}) — {v.outcome.value}: {why}"
+            f"{pairs}) — {v.outcome.value}: {why}{_reach(v)}"
         )
         .replace("+-", "\u2212")
         .replace("(-", "(\u2212")
+    )
+
+
+def _reach(v: AccuracyVerdict) -> str:
+    """What the item count can FAIL, paired: the smallest drop, or that none can."""
+    if v.test != "McNemar":
+        return ""
+    k = least_flips()
+    smallest = smallest_failing_drop(v.items)
+    if smallest is None:
+        return (
+            f"; {v.items} items cannot FAIL (p < {FAIL_ALPHA:g} needs at least {k} right then "
+            f"wrong now, none back): ask {k} or more"
+        )
+    return (
+        f"; the smallest drop {v.items} items can FAIL is {smallest * 100:.1f} points ({k} right "
+        f"then wrong now, none back)"
     )
 
 

@@ -10,7 +10,9 @@ from pytest_llmperf.core.accuracy import (
     decide,
     describe,
     last_number,
+    least_flips,
     mcnemar_p,
+    smallest_failing_drop,
     wilson_interval,
 )
 from pytest_llmperf.fixtures.accuracy import load_tasks
@@ -66,11 +68,36 @@ def test_the_same_answers_pass_and_a_drop_of_the_margin_fails_on_paired_items():
     within = [False] * 7 + golden[7:]  # −3.5 points, p = 0.0078: significant at 1 %, not 0.1 %
     assert decide(within, golden, reference_rate=0.9, margin=0.05).outcome.value == "WARN"
     assert decide(within, golden, reference_rate=0.9, margin=0.03).outcome.value == "WARN"
+    past = [False] * 5 + golden[
+        5:
+    ]  # −2.5 points, p = 0.031: past a 2-point margin, not significant
+    assert decide(past, golden, reference_rate=0.9, margin=0.02).outcome.value == "PASS"
     text = describe("spec", v, 0.03, "golden")
     assert (
         "accuracy 0.840 of 200 items" in text and "12 right then wrong now, 0 the other way" in text
     )
-    assert text.endswith("FAIL: significantly lower (p < 0.001) by at least the 3-point margin")
+    assert "FAIL: significantly lower (p < 0.001) by at least the 3-point margin" in text
+    assert text.endswith("the smallest drop 200 items can FAIL is 5.0 points (10 right then "
+                         "wrong now, none back)")  # fmt: skip
+
+
+def test_one_item_answered_the_other_way_is_no_finding_on_a_small_set():
+    """8 prompts, one flipped: 12.5 points past a 3-point margin, but p = 0.5: not a WARN."""
+    golden = [True] * 8
+    v = decide([False] + golden[1:], golden, reference_rate=1.0, margin=0.03)
+    assert v.outcome.value == "PASS", v
+    assert (v.worse, v.p_value) == (1, 0.5)
+    two_of_eight = decide([False, False] + golden[2:], golden, reference_rate=1.0, margin=0.03)
+    assert two_of_eight.outcome.value == "PASS"  # p = 0.25
+    text = describe("spec", v, 0.03, "golden")
+    assert "8 items cannot FAIL (p < 0.001 needs at least 10 right then wrong now" in text
+
+
+def test_the_smallest_failing_drop_follows_the_fail_alpha():
+    assert least_flips(0.001) == 10 and least_flips(0.01) == 7
+    assert smallest_failing_drop(60) == pytest.approx(10 / 60)  # 16.7 points on 60 items
+    assert smallest_failing_drop(9) is None
+    assert mcnemar_p(least_flips(), 0) < 0.001 <= mcnemar_p(least_flips() - 1, 0)
 
 
 def test_items_that_differ_from_the_golden_fall_back_to_the_binomial():
