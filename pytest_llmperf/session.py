@@ -57,6 +57,10 @@ class LLMPerfSession:
     #: Greedy continuations (llmperf.greedy), by (profile, test function), for greedy parity:
     #: what was asked, not a result.
     greedy: dict[tuple[str, str], list[GreedyOutput]] = field(default_factory=dict)
+    #: Why a profile's greedy continuations could not be kept for parity (log-probabilities
+    #: short of the tokens generated, a failed logprob request), by (profile, test function):
+    #: its parity is INVALID with this reason, not a FAIL.
+    unverifiable: dict[tuple[str, str], str] = field(default_factory=dict)
     #: Greedy parity of each speculative profile against its base (llmperf_parity). Not a
     #: point: it compares two servers' answers prompt by prompt, with no figure of its own
     #: and no golden; its figure, the identical share, is a point of the list above.

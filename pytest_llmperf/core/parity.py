@@ -8,8 +8,11 @@ Per prompt the two continuations are compared token by token (ids where the API 
 else the tokens' text). At the first divergent position the base's log-probability gap between
 its top two candidates tells a near-tie from a real fault: batching changes the order of
 floating-point sums, which may flip two candidates within a hair of each other (SGLang's lossless
-kit reads the same gap), while a fault flips a token the base was sure of. A divergence within the
-profile's ``parity_tie_gap`` is reported and excused; any other FAILs the pair.
+kit reads the same gap), while a fault flips a token the base was sure of. A divergence is
+excused only where the gap is within the profile's ``parity_tie_gap`` *and* the speculative
+token is the base's runner-up there: a near-tie can swap the top two, never bring in a third
+token, and a verifier that accepts a wrong draft does so where the base is least sure. Any other
+divergence FAILs the pair.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class GreedyOutput:
     #: Why the continuation ended ("length", "stop", …; None: not said).
     finish: str | None = None
     category: str | None = None
+    #: Per position, the identity of the base's second candidate (None where not given).
+    runner_up: tuple[int | str | None, ...] = ()
 
     def text_from(self, position: int) -> str:
         return "".join(self.texts[position : position + SHOWN_TOKENS])
@@ -56,7 +61,9 @@ class PromptParity:
     base_token: str | None = None
     spec_token: str | None = None
     gap: float | None = None  # the base's top-2 log-probability gap there
-    excused: bool = False  # a near-tie: within the profile's parity_tie_gap
+    excused: bool = False  # a near-tie: within parity_tie_gap, the base's runner-up emitted
+    #: The speculative token is the base's runner-up there (None: the base gave no runner-up).
+    runner_up: bool | None = None
     base_continuation: str = ""
     spec_continuation: str = ""
 
@@ -64,11 +71,22 @@ class PromptParity:
     def identical(self) -> bool:
         return self.position is None
 
+    @property
+    def compared(self) -> int:
+        """Tokens compared: all of the base's where identical, else up to the divergence (the
+        continuations part there, so what follows it is not the same question)."""
+        return self.tokens if self.position is None else min(self.position + 1, self.tokens)
+
     def describe(self) -> str:
         if self.identical:
             return f"prompt {self.index}: identical ({self.tokens} tokens)"
         gap = "no log-probabilities" if self.gap is None else f"top-2 gap {self.gap:.3g}"
-        kind = "a near-tie, excused" if self.excused else "not a near-tie"
+        if self.excused:
+            kind = "the base's runner-up at a near-tie, excused"
+        elif self.runner_up is False:
+            kind = "not the base's runner-up, so no near-tie excuses it"
+        else:
+            kind = "not a near-tie"
         return (
             f"prompt {self.index} ({_short(self.prompt)!r}): diverges at token {self.position}: "
             f"base {self.base_token!r}, speculative {self.spec_token!r} ({gap}: {kind}); "
@@ -82,10 +100,12 @@ class PromptParity:
             "prompt": self.prompt,
             "tokens": self.tokens,
             "identical": self.identical,
+            "tokens_compared": self.compared,
             "position": self.position,
             "base_token": self.base_token,
             "spec_token": self.spec_token,
             "top2_gap": self.gap,
+            "spec_is_runner_up": self.runner_up,
             "excused": self.excused,
             "base_continuation": self.base_continuation or None,
             "spec_continuation": self.spec_continuation or None,
@@ -113,6 +133,9 @@ def compare(index: int, base: GreedyOutput, spec: GreedyOutput, tie_gap: float) 
     if position is None:
         return PromptParity(index, base.prompt, len(base.tokens))
     gap = base.gaps[position] if position < len(base.gaps) else None
+    second = base.runner_up[position] if position < len(base.runner_up) else None
+    emitted = spec.tokens[position] if position < len(spec.tokens) else None
+    runner_up = None if second is None else emitted is not None and emitted == second
     return PromptParity(
         index,
         base.prompt,
@@ -121,7 +144,8 @@ def compare(index: int, base: GreedyOutput, spec: GreedyOutput, tie_gap: float) 
         base_token=_token_text(base, position),
         spec_token=_token_text(spec, position),
         gap=gap,
-        excused=gap is not None and gap <= tie_gap,
+        excused=gap is not None and gap <= tie_gap and bool(runner_up),
+        runner_up=runner_up,
         base_continuation=base.text_from(position),
         spec_continuation=spec.text_from(position),
     )
@@ -154,6 +178,10 @@ class PairParity:
         return self.identical / len(self.prompts) if self.prompts else 0.0
 
     @property
+    def compared(self) -> int:
+        return sum(p.compared for p in self.prompts)
+
+    @property
     def faults(self) -> list[PromptParity]:
         return [p for p in self.prompts if not p.identical and not p.excused]
 
@@ -169,6 +197,7 @@ class PairParity:
             "prompts": len(self.prompts),
             "identical": self.identical,
             "identical_fraction": self.fraction,
+            "tokens_compared": self.compared,
             "excused_near_ties": sum(p.excused for p in self.prompts),
             "tie_gap": self.tie_gap,
             "verdict": self.outcome.value,
@@ -192,19 +221,25 @@ def judge(
     prompts = [compare(k, b, s, tie_gap) for k, (b, s) in enumerate(zip(base, spec), start=1)]
     parity = PairParity(profile, base_profile, test, tie_gap, prompts)
     head = (
-        f"{parity.label}: {parity.identical} of {len(prompts)} prompts identical at temperature 0"
+        f"{parity.label}: {parity.identical} of {len(prompts)} prompts identical at temperature 0 "
+        f"({parity.compared:,} tokens compared)"
     )
     excused = [p for p in prompts if p.excused]
     if parity.faults:
         first = parity.faults[0]
         parity.outcome = Outcome.FAIL
         parity.message = (
-            f"{head} — FAIL: {len(parity.faults)} diverge where the base was sure (top-2 gap "
-            f"above {tie_gap:g}), so the speculative server answers differently, not only faster: "
+            f"{head} — FAIL: {len(parity.faults)} diverge where no near-tie excuses it (the base "
+            f"sure of its token, top-2 gap above {tie_gap:g}, or the speculative token not the "
+            f"base's runner-up), so the speculative server answers differently, not only faster: "
             f"{first.describe()}"
         )
     else:
-        ties = f"; {len(excused)} near-tie(s) excused (top-2 gap ≤ {tie_gap:g})" if excused else ""
+        ties = (
+            f"; {len(excused)} near-tie(s) excused (the base's runner-up, top-2 gap ≤ {tie_gap:g})"
+            if excused
+            else ""
+        )
         parity.message = f"{head} — PASS{ties}"
     return parity
 

@@ -202,10 +202,17 @@ class MeasuredPoint(Point):
     @property
     def problems(self) -> list[str]:
         out: list[str] = list(self.notes)
+        # A figure the host or the server gives in no run (energy without NVML, an accept
+        # length without draft counts) is not had, not mismeasured: the check says which.
+        not_had = figure_of(self.metric).needs is not None and not any(
+            math.isfinite(figure(r, self.metric)) for r in self.runs
+        )
         for k, run in enumerate(self.runs, start=1):
             out += [f"run {k}: {p}" for p in run.problems]
             value = figure(run, self.metric)
             # A run the server could not keep up with is judged on that, not on its figures.
+            if not_had:
+                continue
             if not run.problems and run.sustainable and not (math.isfinite(value) and value > 0):
                 out.append(
                     f"run {k}: {self.metric} is {value:g}, which cannot be compared on the log "

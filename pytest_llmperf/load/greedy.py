@@ -12,6 +12,14 @@ with the top two candidates' log-probabilities at every position, on the API tha
 - OpenAI ``/v1/completions``: ``logprobs = 2``; ``logprobs.tokens`` (text: the API gives no ids)
   and ``logprobs.top_logprobs`` (text to log-probability).
 
+Each token's identity is its id (the text only where the API gives no ids), and the base's
+runner-up's identity is kept beside the gap, so parity can tell a near-tie's swap from a third
+token. The log-probabilities must cover every token the server says it generated
+(``meta_info.completion_tokens``, llama.cpp's ``tokens_predicted``, ``usage.completion_tokens``):
+SGLang's speculative path has returned them for the first token only (sgl-project/sglang#14046),
+and comparing that stub would be comparing nothing. A short list, like a failed logprob
+request, is :class:`Unverifiable`: the pair cannot be checked, which is not a parity FAIL.
+
 A server that answers otherwise gets a one-line reason (:class:`GreedyError`), never a traceback.
 """
 
@@ -30,6 +38,27 @@ class GreedyError(Exception):
     """The server did not answer a greedy request as its API promises (one line)."""
 
 
+class Unverifiable(GreedyError):
+    """The server answered, but not with what parity needs: log-probabilities for fewer tokens
+    than it generated, or an error on the logprob request (one line)."""
+
+
+def _covered(ids: Sequence[Any], generated: Any, where: str) -> None:
+    """Raise Unverifiable when the log-probabilities cover fewer tokens than were generated."""
+    if isinstance(generated, int) and not isinstance(generated, bool) and len(ids) < generated:
+        raise Unverifiable(
+            f"its log-probabilities cover {len(ids)} of the {generated} tokens it generated "
+            f"({where}; SGLang's speculative path has returned them for the first token only, "
+            f"sgl-project/sglang#14046): token identities cannot be compared on it"
+        )
+
+
+def _second(ranked: Sequence[tuple[float, Any]]) -> Any:
+    """The identity of the second-best candidate (None: fewer than two)."""
+    best = sorted((c for c in ranked if math.isfinite(c[0])), key=lambda c: -c[0])
+    return best[1][1] if len(best) >= 2 else None
+
+
 def _gap(candidates: Sequence[float]) -> float | None:
     """The log-probability gap between the best two candidates (None: fewer than two)."""
     finite = sorted((c for c in candidates if math.isfinite(c)), reverse=True)
@@ -43,11 +72,16 @@ def _sglang(body: Mapping[str, Any], prompt: str) -> GreedyOutput:
     if not isinstance(chosen, list):
         raise GreedyError("its /generate answer has no meta_info.output_token_logprobs")
     ids = tuple(int(entry[1]) for entry in chosen)
+    _covered(ids, meta.get("completion_tokens"), "meta_info.output_token_logprobs")
     texts = tuple(str(entry[2]) if entry[2] is not None else "" for entry in chosen)
     gaps = tuple(_gap([float(c[0]) for c in (top[k] or [])]) if k < len(top) else None
                  for k in range(len(ids)))  # fmt: skip
+    seconds = tuple(
+        _second([(float(c[0]), int(c[1])) for c in (top[k] or [])]) if k < len(top) else None
+        for k in range(len(ids))
+    )
     finish = (meta.get("finish_reason") or {}).get("type")
-    return GreedyOutput(prompt, ids, texts, gaps, finish)
+    return GreedyOutput(prompt, ids, texts, gaps, finish, runner_up=seconds)
 
 
 def _llamacpp(body: Mapping[str, Any], prompt: str) -> GreedyOutput:
@@ -55,10 +89,13 @@ def _llamacpp(body: Mapping[str, Any], prompt: str) -> GreedyOutput:
     if not isinstance(probs, list):
         raise GreedyError("its /completion answer has no completion_probabilities (n_probs)")
     ids = tuple(int(p["id"]) for p in probs)
+    _covered(ids, body.get("tokens_predicted"), "completion_probabilities")
     texts = tuple(str(p.get("token", "")) for p in probs)
-    gaps = tuple(_gap([float(c["logprob"]) for c in p.get("top_logprobs") or []]) for p in probs)
+    tops = [p.get("top_logprobs") or [] for p in probs]
+    gaps = tuple(_gap([float(c["logprob"]) for c in top]) for top in tops)
+    seconds = tuple(_second([(float(c["logprob"]), int(c["id"])) for c in top]) for top in tops)
     finish = "stop" if body.get("stopped_eos") else "length" if body.get("stopped_limit") else None
-    return GreedyOutput(prompt, ids, texts, gaps, finish)
+    return GreedyOutput(prompt, ids, texts, gaps, finish, runner_up=seconds)
 
 
 def _openai(body: Mapping[str, Any], prompt: str) -> GreedyOutput:
@@ -67,45 +104,63 @@ def _openai(body: Mapping[str, Any], prompt: str) -> GreedyOutput:
     tokens = logprobs.get("tokens")
     if not isinstance(tokens, list):
         raise GreedyError("its /v1/completions answer has no logprobs.tokens (logprobs = 2)")
+    _covered(tokens, (body.get("usage") or {}).get("completion_tokens"), "logprobs.tokens")
     top = logprobs.get("top_logprobs") or []
     gaps = tuple(
         _gap([float(v) for v in (top[k] or {}).values()]) if k < len(top) else None
         for k in range(len(tokens))
     )
+    seconds = tuple(
+        _second([(float(v), str(t)) for t, v in (top[k] or {}).items()]) if k < len(top) else None
+        for k in range(len(tokens))
+    )
     texts = tuple(str(t) for t in tokens)
-    return GreedyOutput(prompt, texts, texts, gaps, choice.get("finish_reason"))
+    return GreedyOutput(prompt, texts, texts, gaps, choice.get("finish_reason"), runner_up=seconds)
 
 
-def request(api: str, prompt: str, max_tokens: int, model: str) -> tuple[str, dict[str, Any]]:
-    """The path and body that ask ``api`` for a greedy continuation with top-2 log-probs."""
+def request(
+    api: str, prompt: str, max_tokens: int, model: str, *, logprobs: bool = True
+) -> tuple[str, dict[str, Any]]:
+    """The path and body that ask ``api`` for a greedy continuation, with top-2 log-probs
+    unless ``logprobs`` is false (an answer to grade needs only its text)."""
     if api == "sglang":
         sampling = {"temperature": 0.0, "max_new_tokens": max_tokens}
-        return "/generate", {
-            "text": prompt,
-            "sampling_params": sampling,
-            "return_logprob": True,
-            "top_logprobs_num": 2,
-            "return_text_in_logprobs": True,
-        }
+        body: dict[str, Any] = {"text": prompt, "sampling_params": sampling}
+        if logprobs:
+            body.update(return_logprob=True, top_logprobs_num=2, return_text_in_logprobs=True)
+        return "/generate", body
     if api == "llamacpp":
-        return "/completion", {
+        body = {
             "prompt": prompt,
             "n_predict": max_tokens,
             "temperature": 0.0,
             "top_k": 1,
-            "n_probs": 2,
             "cache_prompt": False,
         }
-    return "/v1/completions", {
-        "model": model,
-        "prompt": prompt,
-        "max_tokens": max_tokens,
-        "temperature": 0.0,
-        "logprobs": 2,
-    }
+        if logprobs:
+            body["n_probs"] = 2
+        return "/completion", body
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0}
+    if logprobs:
+        body["logprobs"] = 2
+    return "/v1/completions", body
 
 
 PARSERS = {"sglang": _sglang, "llamacpp": _llamacpp, "openai": _openai}
+
+
+def answer_text(api: str, body: Mapping[str, Any]) -> str:
+    """The answer's text alone, from a request made without log-probabilities."""
+    if api == "sglang":
+        text = body.get("text")
+    elif api == "llamacpp":
+        text = body.get("content")
+    else:
+        text = ((body.get("choices") or [{}])[0]).get("text")
+    if not isinstance(text, str):
+        key = {"sglang": "text", "llamacpp": "content"}.get(api, "choices[0].text")
+        raise GreedyError(f"its answer has no {key}")
+    return text
 
 
 def greedy_outputs(
@@ -117,26 +172,33 @@ def greedy_outputs(
     model: str = "default",
     headers: Mapping[str, str] | None = None,
     timeout_s: float = 120.0,
+    logprobs: bool = True,
 ) -> list[GreedyOutput]:
-    """Each prompt's greedy continuation, one request at a time."""
+    """Each prompt's greedy continuation, one request at a time; without ``logprobs``, only
+    each answer's text (one element of ``texts``; no token identities)."""
     parse = PARSERS[api]
     out = []
     with httpx.Client(base_url=base_url, headers=dict(headers or {}), timeout=timeout_s) as client:
         for index, prompt in enumerate(prompts, start=1):
-            path, body = request(api, prompt, max_tokens, model)
+            path, body = request(api, prompt, max_tokens, model, logprobs=logprobs)
             try:
                 response = client.post(path, json=body)
             except httpx.HTTPError as exc:
                 raise GreedyError(f"prompt {index}: POST {path} failed: {exc}") from None
             if response.status_code != 200:
                 text = " ".join(response.text[:300].split())
-                raise GreedyError(
-                    f"prompt {index}: POST {path}: HTTP {response.status_code}: {text}"
+                failed = Unverifiable if logprobs and response.status_code >= 500 else GreedyError
+                asked = " with log-probabilities" if failed is Unverifiable else ""
+                raise failed(
+                    f"prompt {index}: POST {path}{asked}: HTTP {response.status_code}: {text}"
                 )
             try:
+                if not logprobs:
+                    out.append(GreedyOutput(prompt, (), (answer_text(api, response.json()),), ()))
+                    continue
                 out.append(parse(response.json(), prompt))
             except GreedyError as exc:
-                raise GreedyError(f"prompt {index}: {exc}") from None
+                raise type(exc)(f"prompt {index}: {exc}") from None
             except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
                 raise GreedyError(
                     f"prompt {index}: POST {path} answered {' '.join(response.text[:200].split())!r}, "

@@ -51,14 +51,16 @@ TOP_FIELDS = {
     "`verdict`, `golden`, `p_value` (McNemar on the golden's own items, else exact binomial) and "
     "`message`",
     "parity": "per speculative profile checked against its base (llmperf_parity): `profile`, "
-    "`base_profile`, `test`, `prompts`, `identical`, `identical_fraction`, "
-    "`excused_near_ties`, `tie_gap`, `verdict` (PASS, FAIL, INVALID), `message`, `accuracy` "
+    "`base_profile`, `test`, `prompts`, `identical`, `identical_fraction`, `tokens_compared`, "
+    "`excused_near_ties`, `tie_gap`, `verdict` (PASS, FAIL, INVALID: log-probabilities short "
+    "of the tokens generated, or a failed logprob request), `message`, `accuracy` "
     "and `accuracy_verdict` (the pair's items against the base's, where both were asked), "
     "`identical_golden` (the identical share against its golden: `verdict`, `golden`, "
-    "`p_value`, `message`), and "
-    "`per_prompt`: each prompt's `index`, `prompt`, `tokens`, `identical`, and where it "
-    "diverged the `position`, `base_token`, `spec_token`, the base's `top2_gap` there, "
-    "`excused` (a near-tie) and both continuations from there",
+    "`p_value`, `message`; null `verdict` where too few prompts to FAIL it), and "
+    "`per_prompt`: each prompt's `index`, `prompt`, `tokens`, `identical`, `tokens_compared`, "
+    "and where it diverged the `position`, `base_token`, `spec_token`, the base's `top2_gap` "
+    "there, `spec_is_runner_up` (the speculative token is the base's runner-up), `excused` "
+    "(a near-tie: within the tie gap and the runner-up) and both continuations from there",
 }
 POINT_FIELDS = {
     "profile": "the profile measured",

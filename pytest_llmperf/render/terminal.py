@@ -202,9 +202,12 @@ def speculative_lines(results: Results) -> list[str]:
 
 def parity_lines(results: Results, parity: PairParity) -> list[str]:
     """The pair's greedy parity, per prompt, and what it does to the speedup's verdict."""
+    if not parity.prompts:  # nothing could be compared (INVALID): the reason is the line
+        return [f"{parity.label}, greedy parity ({NodeId(parity.test).short_name}): "
+                f"{parity.message.removeprefix(parity.label + ': ')}"]  # fmt: skip
     lines = [f"{parity.label}, greedy parity ({NodeId(parity.test).short_name}): "
-             f"{parity.identical} of {len(parity.prompts)} prompts identical — "
-             f"{parity.outcome.value}"]  # fmt: skip
+             f"{parity.identical} of {len(parity.prompts)} prompts identical "
+             f"({parity.compared:,} tokens compared) — {parity.outcome.value}"]  # fmt: skip
     lines += [f"  {p.describe()}" for p in parity.prompts if not p.identical]
     if parity.accuracy:
         lines.append(f"  accuracy on the same items: {parity.accuracy}")

@@ -62,6 +62,22 @@ SIM_OPTIONS: dict[str, dict[str, Any]] = {
         "help": "fault knob (speculative servers): a drafter whose wrong drafts are accepted: one "
         "output token in every N differs from the base's greedy choice",
     },
+    "--sim-wrong-token": {
+        "choices": ["runner-up", "third"],
+        "default": "runner-up",
+        "help": "with --sim-wrong-token-every: the token a wrong draft emits, the base's "
+        "runner-up there or a third token. Default: %(default)s",
+    },
+    "--sim-short-logprobs": {
+        "action": "store_true",
+        "help": "fault knob (speculative servers): /generate's output_token_logprobs cover only "
+        "the first token while completion_tokens counts them all (sgl-project/sglang#14046)",
+    },
+    "--sim-no-draft-counts": {
+        "action": "store_true",
+        "help": "fault knob (speculative servers): meta_info carries no speculative keys, as "
+        "after an upgrade that renamed them (the server still speculates)",
+    },
     "--sim-crash-after-requests": {
         "type": int,
         "default": 0,

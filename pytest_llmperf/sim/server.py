@@ -156,7 +156,8 @@ class SimServer:
         words, ids = textgen.continuation(prompt, target)
         every = self.args.sim_wrong_token_every
         if self.speculation is not None and every > 0 and not internal:
-            words, ids = self._wrong_drafts(prompt, words, ids, every)
+            third = self.args.sim_wrong_token == "third"
+            words, ids = self._wrong_drafts(prompt, words, ids, every, third)
         req = SimRequest(
             rid=uuid.uuid4().hex,
             prompt_tokens=prompt_tokens,
@@ -171,15 +172,17 @@ class SimServer:
 
     @staticmethod
     def _wrong_drafts(
-        prompt: str, words: tuple[str, ...], ids: tuple[int, ...], every: int
+        prompt: str, words: tuple[str, ...], ids: tuple[int, ...], every: int, third: bool = False
     ) -> tuple[tuple[str, ...], tuple[int, ...]]:
         """The fault knob --sim-wrong-token-every: one token in every ``every`` is the
-        runner-up's, where the prompt's hash puts it, as an accepted wrong draft would be."""
+        runner-up's (``third``: a third token's), where the prompt's hash puts it, as an
+        accepted wrong draft would be."""
         offset = zlib.crc32(prompt.encode()) % every
         out_words, out_ids = list(words), list(ids)
+        wrong = textgen.third_token if third else textgen.wrong_token
         for k in range(len(ids)):
             if (k + offset) % every == every - 1:
-                out_words[k], out_ids[k] = textgen.wrong_token(ids[k])
+                out_words[k], out_ids[k] = wrong(ids[k])
         return tuple(out_words), tuple(out_ids)
 
     @staticmethod
@@ -197,7 +200,13 @@ class SimServer:
             second_word, second_id = textgen.wrong_token(truth[k])
             best = [best_lp, truth[k], words[k] if with_text else None]
             runner = [second_lp, second_id, second_word if with_text else None]
-            chosen.append(best if ids[k] == truth[k] else runner)
+            if ids[k] == truth[k]:
+                chosen.append(best)
+            elif ids[k] == second_id:
+                chosen.append(runner)
+            else:  # a third token: less likely than the runner-up
+                third_word, _ = textgen.third_token(truth[k])
+                chosen.append([second_lp - 3.0, ids[k], third_word if with_text else None])
             tops.append([best, runner][: max(0, top)])
         out: dict[str, Any] = {
             "input_token_logprobs": [],
@@ -221,7 +230,7 @@ class SimServer:
         and verify count and, once a request verified, the accepted / draft token counts; later
         releases send them only when the request verified at least once, under new names, with the
         previous names as aliases until 0.5.23. ``spec_verify_ct`` is in all of them."""
-        if self.speculation is None:
+        if self.speculation is None or self.args.sim_no_draft_counts:
             return {}
         drafts = req.verify_ct * (self.speculation.num_draft_tokens - 1)
         verified = {
@@ -501,6 +510,10 @@ class SimServer:
                             int(body.get("top_logprobs_num") or 0),
                         )  # fmt: skip
                     )
+                    if self.speculation is not None and self.args.sim_short_logprobs:
+                        for key in ("output_token_logprobs", "output_top_logprobs"):
+                            if key in meta:  # sgl-project/sglang#14046: the first token only
+                                meta[key] = meta[key][:1]
                 return {"text": "".join(words[:n]), "output_ids": list(ids[:n]), "meta_info": meta}
 
             return await self._unary(req, whole)

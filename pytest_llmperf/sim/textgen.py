@@ -80,6 +80,12 @@ def wrong_token(token_id: int) -> tuple[str, int]:
     return " " + _WORDS[k % len(_WORDS)], 1000 + k % len(_WORDS)
 
 
+def third_token(token_id: int) -> tuple[str, int]:
+    """A word that is neither ``token_id``'s nor its runner-up's (:func:`wrong_token`)."""
+    k = (token_id - 1000 + 2) % len(_WORDS)
+    return " " + _WORDS[k], 1000 + k
+
+
 def natural_length(prompt: str, max_new_tokens: int) -> int:
     """Where the model would emit EOS when ``ignore_eos`` is off (deterministic per prompt)."""
     h = int.from_bytes(hashlib.sha256(b"eos" + prompt.encode()).digest()[:4], "big")

@@ -55,6 +55,33 @@ def test_the_accept_length_is_recorded_held_and_fails_when_the_drafter_guesses_w
     worse.assert_outcomes(passed=1, failed=2)  # its accept length, and its throughput with it
 
 
+def test_a_drafter_that_stops_reporting_fails_where_its_golden_has_accept_lengths(pytester):
+    """Recorded with draft counts; then the server sends none (a field renamed by an upgrade):
+    the gate does not vanish as a skip, it FAILs and says why."""
+    marker = write_profiles(pytester, concurrency="[1]", output_len=192,
+                            extra_args='"--sim-accept-length", "3.0"')  # fmt: skip
+    pytester.makepyfile(test_throughput=SHIPPED)
+    pytester.runpytest(*PAIR, *SELECT, "--perf-update").assert_outcomes(passed=3)
+    write_profiles(pytester, marker=marker, concurrency="[1]", output_len=192,
+                   extra_args='"--sim-accept-length", "3.0", "--sim-no-draft-counts"')  # fmt: skip
+    silent = pytester.runpytest(*PAIR, *SELECT, "--perf-json", "out.json")
+    silent.assert_outcomes(passed=2, failed=1)
+    silent.stdout.fnmatch_lines(
+        ["*sim-spec C=1 accept_length: no draft counts tonight, but its golden has accept "
+         "lengths (mean 2.* tok/step over * runs) — FAIL: the server stopped reporting its "
+         "drafter*"]
+    )  # fmt: skip
+    point = accept_points(json.loads((pytester.path / "out.json").read_text()))["sim-spec"]
+    assert point["verdict"] == "FAIL"
+    # Without a golden or a floor nothing was promised: the figure is skipped, saying why.
+    import shutil
+
+    shutil.rmtree(pytester.path / "baselines")
+    fresh = pytester.runpytest(*PAIR, *SELECT, "-rs", "--perf-measure")
+    fresh.assert_outcomes(passed=2, skipped=1)
+    fresh.stdout.fnmatch_lines(["*the server reported no draft counts*"])
+
+
 def test_the_floor_fails_a_level_on_the_first_night_and_a_base_is_not_asked(pytester):
     write_profiles(
         pytester,

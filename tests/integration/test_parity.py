@@ -30,27 +30,51 @@ def test_a_lossless_pair_is_identical_on_every_prompt_with_no_golden(pytester):
         result.assert_outcomes(passed=3)  # each profile's outputs, then the pair
         result.stdout.fnmatch_lines(
             ["sim-spec vs sim-base, greedy parity (greedy_parity): "
-             "8 of 8 prompts identical — PASS"]
+             "8 of 8 prompts identical (256 tokens compared) — PASS"]
         )  # fmt: skip
         (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
         assert parity["verdict"] == "PASS" and parity["identical_fraction"] == 1.0
         assert [p["identical"] for p in parity["per_prompt"]] == [True] * 8
         assert all(p["tokens"] == 32 for p in parity["per_prompt"])
-        assert parity["identical_golden"]["verdict"] == "MISSING"  # reported, not failed
+        assert parity["tokens_compared"] == 8 * 32
+        # 8 prompts cannot FAIL the share: reported, not gated (null: only measured).
+        assert parity["identical_golden"]["verdict"] is None
 
-    # The identical share is a figure with a golden, recorded with its per-prompt outcomes.
+    # The identical share is a figure with a golden, recorded with its per-prompt outcomes,
+    # once there are prompts enough for it to FAIL (10 at p < 0.001).
     args = (*PAIR, "--perf-json", "out.json", "-k", "greedy")
+    profiles = pytester.path / "profiles.toml"  # both profiles (the spec extends the base)
+    profiles.write_text(profiles.read_text().replace("runs = ", "parity_prompts = 12\nruns = ", 1))
     pytester.runpytest(*args, "--perf-update").assert_outcomes(passed=3)
     golden = json.loads((pytester.path / "baselines/sim-spec/sim.json").read_text())
     share = golden["points"]["test_outputs.py::test_greedy_parity[identical]"]
-    assert (share["items"], share["correct"], share["outcomes"]) == (8, 8, "1" * 8)
+    assert (share["items"], share["correct"], share["outcomes"]) == (12, 12, "1" * 12)
     again = pytester.runpytest(*args)
     again.assert_outcomes(passed=3)
     (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
     assert parity["identical_golden"]["verdict"] == "PASS"
     again.stdout.fnmatch_lines(
-        ["  against its golden: sim-spec vs sim-base identical prompts: accuracy 1.000 of 8 "
-         "items*vs 1.000 golden*PASS: no significant drop"]
+        ["  against its golden: sim-spec vs sim-base identical prompts: accuracy 1.000 of 12 "
+         "items*vs 1.000 golden*PASS: no significant drop*the smallest drop 12 items can FAIL "
+         "is 83.3 points*"]
+    )  # fmt: skip
+
+
+def test_an_identical_share_over_too_few_prompts_to_fail_is_reported_not_gated(pytester):
+    """8 prompts (the default): even all 8 flipped is p = 0.0039, never a FAIL at 0.001, so
+    the share is not gated (no golden is asked for); the line says what would gate it."""
+    write_profiles(pytester, concurrency="[1]")
+    pytester.makepyfile(test_outputs=OUTPUTS_SUITE)
+    args = (*PAIR, "--perf-json", "out.json", "-k", "greedy")
+    pytester.runpytest(*args, "--perf-update").assert_outcomes(passed=3)
+    assert not (pytester.path / "baselines/sim-spec/sim.json").exists()  # nothing to record
+    again = pytester.runpytest(*args)
+    again.assert_outcomes(passed=3)
+    (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
+    assert parity["identical_golden"]["verdict"] is None, parity["identical_golden"]  # measured
+    again.stdout.fnmatch_lines(
+        ["*8 of 8 identical, not gated against a golden: 8 prompts cannot FAIL (p < 0.001 "
+         "needs at least 10 identical then and not now); set parity_prompts to 10 or more*"]
     )  # fmt: skip
 
 
@@ -120,3 +144,47 @@ def test_accuracy_is_recorded_with_its_items_and_a_drop_fails_against_the_golden
     )  # fmt: skip
     (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
     assert parity["verdict"] == "FAIL" and "the base's, same items" in parity["accuracy"]
+
+
+def test_a_near_tie_excuses_a_swap_with_the_runner_up_and_never_a_third_token(pytester):
+    """Every position counts as a near-tie (parity_tie_gap = 10) and one token in 6 is a
+    wrong draft: where it is the base's runner-up (what a floating-point near-tie can do) the
+    pair passes with the ties reported; where it is a third token, no tie excuses it."""
+    for kind, passed in (("runner-up", True), ("third", False)):
+        write_profiles(pytester, "parity_tie_gap = 10.0\n", concurrency="[1]",
+                       spec_args=f'"--sim-wrong-token-every", "6", "--sim-wrong-token", "{kind}"')  # fmt: skip
+        pytester.makepyfile(test_outputs=OUTPUTS_SUITE)
+        result = pytester.runpytest(*PAIR, "--perf-json", "out.json", "-k", "greedy")
+        (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
+        diverged = [p for p in parity["per_prompt"] if not p["identical"]]
+        assert len(diverged) == 8, kind  # one token in 6 of 32: every prompt diverges
+        assert all(p["spec_is_runner_up"] is passed for p in diverged), (kind, diverged)
+        assert all(p["excused"] is passed for p in diverged), (kind, diverged)
+        if passed:
+            result.assert_outcomes(passed=3)
+            assert parity["verdict"] == "PASS", parity["message"]
+            assert "8 near-tie(s) excused (the base's runner-up" in parity["message"]
+        else:
+            result.assert_outcomes(passed=2, failed=1)
+            assert parity["verdict"] == "FAIL", parity["message"]
+            result.stdout.fnmatch_lines(["*not the base's runner-up, so no near-tie excuses it*"])
+        # Compared up to each first divergence, and said so.
+        assert parity["tokens_compared"] == sum(p["position"] + 1 for p in diverged)
+
+
+def test_log_probabilities_short_of_the_tokens_generated_make_parity_invalid_not_a_fail(pytester):
+    """sgl-project/sglang#14046: under speculation SGLang has returned output_token_logprobs
+    for the first token only while completion_tokens counts them all. Nothing can be compared
+    on that: the pair's parity is INVALID with the reason, never a FAIL blaming the drafter."""
+    write_profiles(pytester, concurrency="[1]", spec_args='"--sim-short-logprobs"')
+    pytester.makepyfile(test_outputs=OUTPUTS_SUITE)
+    result = pytester.runpytest(*PAIR, "--perf-json", "out.json", "-k", "greedy")
+    result.assert_outcomes(passed=1, failed=2)  # the spec's outputs, and the pair's parity
+    result.stdout.fnmatch_lines(
+        ["*sim-spec: greedy outputs: INVALID: prompt 1: its log-probabilities cover 1 of the "
+         "32 tokens it generated*sglang#14046*"]
+    )  # fmt: skip
+    (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
+    assert parity["verdict"] == "INVALID", parity["message"]
+    assert "parity cannot be checked: sim-spec's greedy outputs" in parity["message"]
+    assert "During handling" not in result.stdout.str()

@@ -5,13 +5,16 @@ import pytest
 
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.parity import GreedyOutput, compare, judge
-from pytest_llmperf.load.greedy import PARSERS, GreedyError
+from pytest_llmperf.load.greedy import PARSERS, GreedyError, Unverifiable
 
 
-def out(tokens, gaps=None, texts=None, finish="length"):
+def out(tokens, gaps=None, texts=None, finish="length", runner_up=None):
+    """A continuation; the base's runner-up at each position is ``runner_up`` (default: token
+    + 100, a token no test emits)."""
     texts = texts or tuple(f" w{t}" for t in tokens)
+    seconds = tuple(runner_up or [t + 100 for t in tokens])
     return GreedyOutput("a prompt", tuple(tokens), tuple(texts), tuple(gaps or [2.0] * len(tokens)),
-                        finish)  # fmt: skip
+                        finish, runner_up=seconds)  # fmt: skip
 
 
 def test_identical_continuations_have_no_divergence():
@@ -20,13 +23,29 @@ def test_identical_continuations_have_no_divergence():
 
 
 def test_the_first_divergent_position_both_tokens_and_the_base_gap_there():
-    base = out([1, 2, 3, 4], gaps=[2.0, 3.0, 0.05, 1.0])
+    base = out([1, 2, 3, 4], gaps=[2.0, 3.0, 0.05, 1.0], runner_up=[5, 6, 9, 8])
     p = compare(1, base, out([1, 2, 9, 4]), tie_gap=0.1)
     assert (p.position, p.base_token, p.spec_token, p.gap) == (2, " w3", " w9", 0.05)
-    assert p.excused  # 0.05 ≤ 0.1: a near-tie
+    assert p.excused, p.describe()  # 0.05 ≤ 0.1 and 9 is the base's runner-up: a near-tie
+    assert p.runner_up is True
+    assert p.compared == 3  # up to the divergence
     assert p.base_continuation == " w3 w4" and p.spec_continuation == " w9 w4"
-    sure = compare(1, out([1, 2, 3, 4]), out([1, 2, 9, 4]), tie_gap=0.1)
+    sure = compare(1, out([1, 2, 3, 4], runner_up=[5, 6, 9, 8]), out([1, 2, 9, 4]), tie_gap=0.1)
     assert not sure.excused and sure.gap == 2.0
+
+
+def test_a_near_tie_excuses_only_the_base_runner_up_never_a_third_token():
+    """A near-tie can swap the base's top two; a verifier that accepted a wrong draft emits any
+    token, most likely where the base is least sure: a third token there is a fault."""
+    base = out([1, 2, 3, 4], gaps=[2.0, 3.0, 0.05, 1.0], runner_up=[5, 6, 9, 8])
+    swap = compare(1, base, out([1, 2, 9, 4]), tie_gap=0.1)
+    third = compare(1, base, out([1, 2, 7, 4]), tie_gap=0.1)
+    assert swap.excused
+    assert not third.excused
+    assert third.runner_up is False
+    assert "not the base's runner-up, so no near-tie excuses it" in third.describe()
+    verdict = judge("spec", "base", "t", [base], [out([1, 2, 7, 4])], tie_gap=0.1)
+    assert verdict.outcome is Outcome.FAIL, verdict.message
 
 
 def test_a_continuation_that_stops_early_diverges_where_it_stopped():
@@ -41,10 +60,13 @@ def test_no_log_probabilities_means_no_divergence_can_be_excused():
 
 
 def test_the_pair_fails_on_a_real_divergence_and_passes_on_near_ties_only():
-    base = [out([1, 2, 3], gaps=[2.0, 0.01, 2.0]), out([4, 5, 6])]
+    base = [out([1, 2, 3], gaps=[2.0, 0.01, 2.0], runner_up=[0, 9, 0]), out([4, 5, 6])]
     tie = judge("spec", "base", "t", base, [out([1, 9, 3]), out([4, 5, 6])], tie_gap=0.1)
     assert tie.outcome is Outcome.PASS and tie.identical == 1 and tie.fraction == 0.5
-    assert tie.message.endswith("PASS; 1 near-tie(s) excused (top-2 gap ≤ 0.1)")
+    assert tie.message.endswith(
+        "PASS; 1 near-tie(s) excused (the base's runner-up, top-2 gap ≤ 0.1)"
+    )
+    assert "(5 tokens compared)" in tie.message  # 2 up to the near-tie, 3 of the other
     wrong = judge("spec", "base", "t", base, [out([1, 2, 3]), out([4, 5, 7])], tie_gap=0.1)
     assert wrong.outcome is Outcome.FAIL and [p.index for p in wrong.faults] == [2]
     assert "diverges at token 2: base ' w6', speculative ' w7'" in wrong.message
@@ -66,6 +88,24 @@ def test_sglang_native_answer():
     o = PARSERS["sglang"](body, "p")
     assert o.tokens == (11, 12) and o.texts == (" a", " b") and o.finish == "length"
     assert o.gaps == pytest.approx((2.5, 0.05))
+    assert o.runner_up == (13, 14)
+
+
+def test_sglang_log_probabilities_short_of_the_tokens_generated_are_unverifiable():
+    """sgl-project/sglang#14046: under speculation the list can stop after the first token
+    while completion_tokens counts them all: not comparable, so not a parity FAIL either."""
+    body = {
+        "text": " a b c",
+        "meta_info": {
+            "completion_tokens": 3,
+            "output_token_logprobs": [[-0.1, 11, " a"]],
+            "output_top_logprobs": [[[-0.1, 11, " a"], [-2.6, 13, " c"]]],
+        },
+    }
+    with pytest.raises(Unverifiable, match="cover 1 of the 3 tokens it generated"):
+        PARSERS["sglang"](body, "p")
+    body["meta_info"]["completion_tokens"] = 1
+    assert PARSERS["sglang"](body, "p").tokens == (11,)
 
 
 def test_llamacpp_native_answer():
@@ -80,6 +120,9 @@ def test_llamacpp_native_answer():
     }  # fmt: skip
     o = PARSERS["llamacpp"](body, "p")
     assert o.tokens == (11,) and o.gaps == pytest.approx((3.0,)) and o.finish == "length"
+    assert o.runner_up == (13,)
+    with pytest.raises(Unverifiable):
+        PARSERS["llamacpp"]({**body, "tokens_predicted": 4}, "p")
 
 
 def test_openai_completions_answer_compares_token_text():
@@ -96,6 +139,7 @@ def test_openai_completions_answer_compares_token_text():
     }
     o = PARSERS["openai"](body, "p")
     assert o.tokens == (" a", " b") and o.gaps[0] == pytest.approx(1.0) and o.gaps[1] is None
+    assert o.runner_up == (" c", None)
 
 
 @pytest.mark.parametrize("api", ["sglang", "llamacpp", "openai"])
