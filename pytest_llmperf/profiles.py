@@ -326,6 +326,18 @@ class Profile:
         "[1000, 30000]",
         convert=lambda v: tuple(v) if v else None,
     )
+    #: A thinking model's chat-template switch (None: the model's default, nothing sent).
+    thinking: bool | None = setting(
+        None,
+        "a thinking model's mode on the chat API: true or false sets the chat template's "
+        "switch on every request (`chat_template_kwargs`: Kimi-K2's `thinking`, Qwen3's "
+        "`enable_thinking`); unset sends nothing (the model's default). Part of the workload's "
+        "fingerprint, so thinking-on and thinking-off goldens are kept apart: make a profile "
+        "per mode (each with its own accept_length_floor)",
+        "workload",
+        check=lambda v: v is None or isinstance(v, bool),
+        allowed="true or false (or leave it out for the model's default)",
+    )
     #: Extra JSON fields merged into every request body (engine-specific sampling or cache knobs).
     extra_body: Mapping[str, Any] = setting(
         {},
@@ -939,6 +951,11 @@ def one_prompt_source(p: Profile) -> None:
         raise ProfileError(
             f"{where}, field 'input_len': synthetic prompts are token ids, which the chat API "
             '(messages of text) cannot take; use api = "sglang" or "openai", or a dataset.'
+        )
+    if p.thinking is not None and p.api != "chat":
+        raise ProfileError(
+            f"{where}, field 'thinking': the thinking switch is the chat template's, which only "
+            f'the chat API applies (api is {p.api!r}); set api = "chat" or remove thinking.'
         )
     if prefix and input_len is None:
         raise ProfileError(

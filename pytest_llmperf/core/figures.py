@@ -28,6 +28,12 @@ DRAFT_COUNTS = (
     "the server reported no draft counts (SGLang's spec_verify_ct, llama.cpp's timings.draft_n), "
     "so there is no accept length to gate",
 )
+ANSWERS = (
+    "answer tokens told from thinking",
+    "no stream told the answer's tokens from the thinking ones (only the chat API does, where "
+    "the server runs a reasoning parser: SGLang's --reasoning-parser), so there is no TTFO to "
+    'gate: ask over the chat API (api = "chat")',
+)
 SLO = (
     "an slo",
     "the profile has no slo, so no request is counted as meeting one: add the limits to its "
@@ -82,7 +88,8 @@ SPEED = ("faster", "slower")
 LEVEL = ("higher", "lower")
 
 _LATENCIES = {
-    "ttft": "send → the first chunk that carries a token",
+    "ttft": "send → the first chunk that carries a token (a thinking token counts)",
+    "ttfo": "send → the first chunk that carries an answer token, after any thinking",
     "itl": "the gap between token-carrying chunks ÷ the tokens of the later one, per token",
     "tpot": "(e2e − ttft) ÷ (completion tokens − 1), per request",
     "e2e": "send → the last token, per request",
@@ -157,6 +164,7 @@ FIGURES: dict[str, Figure] = {
                 f"the {_PERCENTILES[q]} of {name.upper()} ({how}) over the run",
                 read=f"{name}_s.{q}",
                 host_timed=True,
+                needs=ANSWERS if name == "ttfo" else None,
             )
             for name, how in _LATENCIES.items()
             for q in _PERCENTILES

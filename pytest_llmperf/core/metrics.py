@@ -6,7 +6,10 @@ Definitions (peers use the same names for different things; these are ours):
   run's duration, from the first request sent to the last response finished.
 - ``request_tok_s``: per request, completion tokens ÷ end-to-end latency (what a
   single-stream benchmark script reports); reported as mean and percentiles over requests.
-- ``ttft_s``: send → first chunk that carries at least one token.
+- ``ttft_s``: send → first chunk that carries at least one token (a thinking token counts).
+- ``ttfo_s``: send → first chunk that carries an answer token (TTFO): the chat API's first
+  ``content`` delta after a thinking model's ``reasoning_content`` ones; none where the stream
+  does not tell them apart.
 - ``itl_s``: per token: the gap between two token-carrying chunks ÷ the tokens in the later
   chunk, counted once per token (an EAGLE chunk of 3 tokens after 30 ms gives three 10 ms
   values). Percentiles are token-weighted.
@@ -361,6 +364,14 @@ class RunMetrics:
     #: The server launch that measured it (a point confirmed on a fresh launch has runs of
     #: several).
     launch_id: str | None = None
+    #: Time to the first answer token (TTFO), as ``ttft_s`` is to the first token of any kind:
+    #: where the stream tells a thinking model's answer from its thinking (the chat API); its
+    #: ``n`` is 0 where it does not.
+    ttfo_s: dict[str, float] = field(default_factory=dict)
+    #: Thinking tokens per finished request, and their share of its completion tokens, from the
+    #: server's own counts (None: the server did not say).
+    reasoning_tokens: float | None = None
+    reasoning_share: float | None = None
 
     @property
     def sustainable(self) -> bool:
@@ -396,7 +407,11 @@ def summarize_run(
     cached = [r.cached_tokens for r in finished if r.cached_tokens is not None]
     lag = distribution(run.loop_lag_s)
     lag["max"] = max(run.loop_lag_s, default=math.nan)
+    thinking, share = reasoning(finished)
     metrics = RunMetrics(
+        ttfo_s=distribution(ttfos(run, finished)),
+        reasoning_tokens=thinking,
+        reasoning_share=share,
         concurrency=run.concurrency,
         loop_lag_s=lag,
         client_cpu_fraction=run.client_cpu_s / run.wall_s if run.wall_s > 0 else 0.0,
@@ -410,6 +425,38 @@ def summarize_run(
     # sustainable", not a request problem.
     problems = request_problems(run.records, expected_tokens) + client_checks(metrics) + problems
     return replace(metrics, problems=tuple(problems))
+
+
+def ttfos(run: RunRecords, finished: Sequence[RequestRecord]) -> list[float]:
+    """Each request's TTFO as its TTFT is counted: over the whole run, of the requests sent
+    inside a window (one cut while still thinking counts with what it waited), or from the
+    scheduled arrival in an open loop. Empty where no stream told answer from thinking."""
+    ok = [r for r in run.records if r.error is None]
+    if not any(r.first_answer is not None for r in ok):
+        return []
+    if run.window is None:
+        return [t for t in (r.ttfo for r in finished) if t is not None]
+    opened, closed = run.window
+    origin = (lambda r: r.arrival) if run.open_loop is not None else (lambda r: r.start)
+    out = []
+    for r in ok:
+        if not opened <= origin(r) < closed:
+            continue
+        if r.first_answer is not None:
+            out.append(r.first_answer - origin(r))
+        elif r.cancelled:
+            out.append(r.end - origin(r))
+    return out
+
+
+def reasoning(finished: Sequence[RequestRecord]) -> tuple[float | None, float | None]:
+    """The thinking tokens per request (their mean) and their share of the completion tokens,
+    over the finished requests whose server counted them (None, None: none did)."""
+    counted = [r for r in finished if r.reasoning_tokens is not None and r.completion_tokens]
+    if not counted:
+        return None, None
+    thinking = sum(r.reasoning_tokens or 0 for r in counted)
+    return thinking / len(counted), thinking / sum(r.completion_tokens or 0 for r in counted)
 
 
 def _whole_run_figures(run: RunRecords) -> tuple[dict[str, Any], list[str]]:

@@ -41,6 +41,12 @@ class RequestRecord:
     #: waits for a slot until ``start``).
     arrival: float = 0.0
     released: float = 0.0
+    #: When the first answer token arrived, where the stream tells answer from thinking (the
+    #: chat API: ``content`` deltas after ``reasoning_content`` ones); None where it cannot.
+    first_answer: float | None = None
+    #: The server's count of the thinking tokens among ``completion_tokens`` (SGLang's
+    #: ``usage.reasoning_tokens``, or OpenAI's ``completion_tokens_details``); None: not said.
+    reasoning_tokens: int | None = None
 
     @property
     def e2e(self) -> float:
@@ -48,7 +54,14 @@ class RequestRecord:
 
     @property
     def ttft(self) -> float | None:
+        """Send → the first token of any kind (a thinking token included)."""
         return self.chunk_times[0] - self.start if self.chunk_times else None
+
+    @property
+    def ttfo(self) -> float | None:
+        """Send → the first answer token (TTFO); None where the stream does not tell them apart
+        or no answer token came."""
+        return self.first_answer - self.start if self.first_answer is not None else None
 
     def chunk_tokens(self, per_chunk: float | None = None) -> list[float]:
         """Tokens per chunk: exact from the server's running counts, else the server's final

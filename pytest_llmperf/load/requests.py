@@ -71,6 +71,8 @@ async def send_one(
                     rec.last_token = now
                     times.append(now)
                     cumulative.append(stream.count)
+                    if rec.first_answer is None and getattr(stream, "answered", False):
+                        rec.first_answer = now
         finally:
             await body.aclose()
         if not done:

@@ -24,8 +24,10 @@ from pytest_llmperf.core.records import RequestRecord
 
 _TOKENS_KEY = b'"completion_tokens":'
 _DIGITS = re.compile(rb"\s*(\d+)")
-_CONTENT = re.compile(rb'"(?:text|content)":\s*"(?!")')
+_CONTENT = re.compile(rb'"(text|content|reasoning_content)":\s*"(?!")')
 _FINISH = re.compile(rb'"finish_reason":\s*"')
+#: An answer delta (``"content"`` with a non-empty string; ``"reasoning_content"`` is not one).
+_ANSWER = re.compile(rb'"content":\s*"(?!")')
 
 
 #: How much of an offending event an error message shows.
@@ -124,11 +126,18 @@ class OpenAIStream:
     A content event is recognised without parsing it (a ``"text"``/``"content"`` key whose
     string is not empty: JSON escapes quotes inside strings, so the key cannot be faked by
     generated text); every other event (role, finish, usage, error) is parsed in full.
+
+    A thinking model's chat stream (SGLang with ``--reasoning-parser``) sends its thinking as
+    ``reasoning_content`` deltas before the answer's ``content`` ones: both carry tokens (TTFT
+    is the first of either, ITL covers both), and ``answered`` turns true at the first
+    ``content`` delta (TTFO). On ``/v1/completions`` (``text``) nothing tells them apart.
     """
 
-    __slots__ = ("count", "usage", "error", "finish_reason", "sglext", "timings")
+    __slots__ = ("count", "usage", "error", "finish_reason", "sglext", "timings", "answered")
 
     def __init__(self) -> None:
+        #: A ``content`` delta (an answer token, not a thinking one) has arrived.
+        self.answered = False
         self.count: int | None = None
         self.usage: dict[str, Any] | None = None
         self.error: str | None = None
@@ -138,10 +147,15 @@ class OpenAIStream:
         self.timings: dict[str, Any] | None = None
 
     def event(self, data: bytes) -> bool:
-        if _CONTENT.search(data) is None:
+        found = _CONTENT.search(data)
+        if found is None:
             self._other(_parse(data, "an event of the completion stream"))
             return False
         _check_object(data, "an event of the completion stream")
+        if not self.answered and (
+            found.group(1) == b"content" or (found.group(1) != b"text" and _ANSWER.search(data))
+        ):
+            self.answered = True
         at = data.rfind(_TOKENS_KEY)
         if at < 0:
             self.count = None
@@ -192,6 +206,7 @@ class OpenAIStream:
         if isinstance(prompt_details, dict):
             rec.cached_tokens = _optional_count(prompt_details.get("cached_tokens"))
         rec.finish_reason = self.finish_reason
+        rec.reasoning_tokens = _reasoning_tokens(self.usage)
         details = (self.sglext or {}).get("spec_tokens_details") or {}
         rec.spec_verify_ct = _optional_count(details.get("spec_verify_ct"))
         accepted = _optional_count((self.timings or {}).get("draft_n_accepted"))
@@ -203,6 +218,15 @@ class OpenAIStream:
             # llama.cpp's draft counts: each verify step emits its accepted drafts and one token
             # of the target's own, so the steps are the tokens less the accepted drafts.
             rec.spec_verify_ct = rec.completion_tokens - accepted
+
+
+def _reasoning_tokens(usage: dict[str, Any]) -> int | None:
+    """The thinking tokens the server counted: SGLang's ``usage.reasoning_tokens`` (0.5.11+),
+    or OpenAI's ``usage.completion_tokens_details.reasoning_tokens`` (SGLang 0.5.23 sets it
+    where there are some)."""
+    details = usage.get("completion_tokens_details")
+    nested = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return _optional_count(usage.get("reasoning_tokens", nested))
 
 
 def _count(obj: dict[str, Any], key: str, where: str, event: bytes) -> int:

@@ -58,6 +58,10 @@ class Workload:
     #: Fields the plugin adds for what the server must report (not part of the workload's
     #: definition, so not in ``describe``): e.g. SGLang's ``return_spec_tokens_details``.
     report_body: Mapping[str, Any] = field(default_factory=dict)
+    #: A thinking model's mode on the chat API (None: the model's default, nothing sent): the
+    #: chat template's switch, by both names templates use (Kimi-K2's ``thinking``, Qwen3's
+    #: ``enable_thinking``; a template ignores the other).
+    thinking: bool | None = None
     #: Synthetic prompts of these exact lengths in tokens (None: text or dataset prompts).
     input: Lengths | None = None
     shared_prefix_len: int = 0
@@ -149,6 +153,9 @@ class Workload:
             body = {"model": self.model}
             if self.api == "chat":
                 body["messages"] = [{"role": "user", "content": prompt}]
+                if self.thinking is not None:
+                    switch = {"thinking": self.thinking, "enable_thinking": self.thinking}
+                    body["chat_template_kwargs"] = switch
             else:
                 body["prompt"] = prompt
             body.update(
@@ -188,4 +195,6 @@ class Workload:
         out["ignore_eos"] = True
         if self.extra_body:
             out["extra_body"] = dict(self.extra_body)
+        if self.thinking is not None:
+            out["thinking"] = self.thinking
         return out

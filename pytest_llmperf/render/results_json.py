@@ -125,7 +125,15 @@ RUN_FIELDS = {
     "duration_s": "first request sent to last response finished (or the window's length)",
     "output_tok_s": "output_tokens ÷ duration_s: the gated throughput",
     "request_tok_s": "per request, tokens ÷ end-to-end latency: mean and percentiles",
-    "ttft_s": "time to the first token-carrying chunk: mean and percentiles",
+    "ttft_s": "time to the first token-carrying chunk (a thinking token counts): mean and "
+    "percentiles",
+    "ttfo_s": "time to the first answer token (TTFO), after a thinking model's thinking: the "
+    "same shape as `ttft_s` (mean, p50, p90, p99, n); `n` 0 where the stream does not tell "
+    "answer from thinking (only the chat API with a reasoning parser does)",
+    "reasoning_tokens": "thinking tokens per finished request, from the server's own counts "
+    "(SGLang's `usage.reasoning_tokens`); null where it gives none",
+    "reasoning_share": "the thinking tokens' share of the completion tokens; null where none "
+    "were counted",
     "itl_s": "per token: the gap between chunks ÷ the tokens of the later one, token-weighted",
     "tpot_s": "(e2e − ttft) ÷ (tokens − 1), per request",
     "e2e_s": "end-to-end latency per request",

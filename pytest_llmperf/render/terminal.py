@@ -103,12 +103,33 @@ def _number(value: float) -> str:
     return f"{value:,.1f}" if math.isfinite(value) else "-"
 
 
+def has_ttfo(point: MeasuredPoint) -> bool:
+    """Whether any run of the point told its answer from its thinking (a TTFO to show)."""
+    return any(r.ttfo_s.get("n", 0) for r in point.runs)
+
+
+def ttfo_cell(point: MeasuredPoint) -> str:
+    if not has_ttfo(point):
+        return "-"
+    p50 = point.run_average(lambda r: r.ttfo_s.get("p50", math.nan))
+    p99 = point.run_average(lambda r: r.ttfo_s.get("p99", math.nan))
+    return f"{ms(p50)} / {ms(p99)}"
+
+
 def table_lines(points: Sequence[MeasuredPoint]) -> list[str]:
-    """A fixed-width table, one row per point, ordered by profile, test and concurrency."""
+    """A fixed-width table, one row per point, ordered by profile, test and concurrency; a
+    TTFO column beside TTFT where any point's stream told its answer from its thinking."""
     ordered = sorted(
         points, key=lambda p: (p.profile, p.node.short_name, p.concurrency, p.gated_from or "")
     )
-    return aligned([COLUMNS, *map(row, ordered)], right={2, 3, 4, 5, 6, 7, 8, 9}, rule=True)
+    if not any(has_ttfo(p) for p in ordered):
+        return aligned([COLUMNS, *map(row, ordered)], right={2, 3, 4, 5, 6, 7, 8, 9}, rule=True)
+    at = COLUMNS.index("TTFT p50/p99 ms") + 1
+    header = (*COLUMNS[:at], "TTFO p50/p99 ms", *COLUMNS[at:])
+    rows = [
+        (*cells[:at], ttfo_cell(p), *cells[at:]) for p, cells in zip(ordered, map(row, ordered))
+    ]
+    return aligned([header, *rows], right={2, 3, 4, 5, 6, 7, 8, 9, 10}, rule=True)
 
 
 def speedup_rows(results: Results, analysis: Analysis) -> list[tuple[str, ...]]:

@@ -37,6 +37,10 @@ class SimRequest:
     verify_ct: int = 0
     accepted_drafts: int = 0
     first_token_at: float | None = None
+    #: A thinking model's chat request: its first ``thinking`` tokens are thinking, and when
+    #: the first answer token came (the truth TTFO is measured against).
+    thinking: int = 0
+    first_answer_at: float | None = None
     finished_at: float | None = None
     error: str | None = None
     stalled: bool = False
@@ -207,9 +211,19 @@ class Engine:
                 self.spec_tokens_total += gain
             if req.first_token_at is None:
                 req.first_token_at = now
+            if req.first_answer_at is None and req.generated > req.thinking:
+                req.first_answer_at = now
             if req.generated >= req.target_tokens:
                 req.finished_at = now
                 self.finished_total += 0 if req.internal else 1
+                if not req.internal and log.isEnabledFor(logging.DEBUG):
+                    log.debug(
+                        "request %s: ttft %.6f s, ttfo %s, %d thinking of %d tokens", req.rid,
+                        req.first_token_at - req.received,
+                        "none" if req.first_answer_at is None
+                        else f"{req.first_answer_at - req.received:.6f} s",
+                        min(req.thinking, req.generated), req.generated,
+                    )  # fmt: skip
             else:
                 still_running.append(req)
             req.wake.set()

@@ -78,6 +78,14 @@ SIM_OPTIONS: dict[str, dict[str, Any]] = {
         "help": "fault knob (speculative servers): meta_info carries no speculative keys, as "
         "after an upgrade that renamed them (the server still speculates)",
     },
+    "--sim-thinking-tokens": {
+        "type": int,
+        "default": 64,
+        "help": "with --reasoning-parser: the tokens a chat request thinks before it answers "
+        "(streamed as reasoning_content deltas, counted in usage.reasoning_tokens), unless its "
+        "chat_template_kwargs turn thinking off (thinking / enable_thinking = false). "
+        "Default: %(default)s",
+    },
     "--sim-crash-after-requests": {
         "type": int,
         "default": 0,

@@ -1,6 +1,16 @@
 """The simulated engine's OpenAI API: ``/v1/completions`` and ``/v1/chat/completions``, shaped
 as SGLang sends them (a role chunk first on chat, ``usage`` per chunk only with
-``continuous_usage_stats``, the speculative counts of 0.5.19+ only when asked for)."""
+``continuous_usage_stats``, the speculative counts of 0.5.19+ only when asked for).
+
+A thinking model (the server launched with ``--reasoning-parser``, as SGLang's is): a chat
+request thinks for ``--sim-thinking-tokens`` tokens before it answers, unless its
+``chat_template_kwargs`` turn thinking off (``thinking`` for kimi_k2, ``enable_thinking`` for
+qwen3: both parsers' defaults are on). Its stream sends the thinking as ``reasoning_content``
+deltas and the answer as ``content`` ones, in the shape of SGLang 0.5.23's sse_utils
+(``reasoning_content`` always serialized, null on an answer delta), and ``usage`` counts the
+thinking tokens (``reasoning_tokens``, 0.5.11+; ``completion_tokens_details`` too, 0.5.23+,
+where there are some). ``/v1/completions`` and ``/generate`` have no chat template: they do not
+think."""
 
 from __future__ import annotations
 
@@ -41,6 +51,19 @@ def parse(body: dict[str, Any], chat: bool) -> tuple[str | list[int], int] | web
     return cast("str | list[int]", given), body.get("max_tokens") or 16
 
 
+def thinks(parser: Any, body: dict[str, Any]) -> bool:
+    """Whether a chat request thinks: a reasoning parser is on, and its template's switch is
+    not turned off (SGLang's ``reasoning_default`` "thinking" / "enable_thinking": on unless
+    the request's ``chat_template_kwargs`` say false)."""
+    if not parser:
+        return False
+    kwargs = body.get("chat_template_kwargs") or {}
+    return not (
+        isinstance(kwargs, dict)
+        and False in (kwargs.get("thinking"), kwargs.get("enable_thinking"))
+    )
+
+
 class Completion:
     """One request's responses: whole (``whole``) or as a stream of events (``events``)."""
 
@@ -61,6 +84,12 @@ class Completion:
             "completion_tokens": n,
             "total_tokens": req.prompt_tokens + n,
         }
+        release_at_least = self.server.release_at_least  # no release named: the newest
+        if release_at_least(0, 5, 11):  # UsageInfo.reasoning_tokens, 0 where none
+            thinking = min(req.thinking, n)
+            out["reasoning_tokens"] = thinking
+            if thinking and release_at_least(0, 5, 23):
+                out["completion_tokens_details"] = {"reasoning_tokens": thinking}
         if self.server.unmodeled.get("enable_cache_report"):  # as SGLang: only with this flag
             out["prompt_tokens_details"] = {"cached_tokens": req.cached_tokens}
         return out
@@ -70,10 +99,13 @@ class Completion:
         return None if reason is None else reason["type"]
 
     def whole(self, n: int) -> dict[str, Any]:
-        text = "".join(self.words[:n])
+        thinking = min(self.req.thinking, n)
+        text = "".join(self.words[thinking:n])
         choice: dict[str, Any] = {"index": 0, "finish_reason": self.finish(n)}
         if self.chat:
             choice["message"] = {"role": "assistant", "content": text}
+            if self.req.thinking:
+                choice["message"]["reasoning_content"] = "".join(self.words[:thinking])
         else:
             choice.update(text=text, logprobs=None)
         return {
@@ -107,11 +139,27 @@ class Completion:
                 "finish_reason": None,
             }
             yield self.chunk([role], None)
+        thinking = self.req.thinking
         async for n in server.tokens(self.req):
-            delta = "".join(self.words[sent:n])
+            delta = "".join(self.words[max(sent, thinking) : n])
+            thought = "".join(self.words[sent : min(n, thinking)])
             sent = n
+            if chat and thought:  # as SGLang's reasoning parser splits a step's text
+                choice = {
+                    "index": 0,
+                    "delta": {"reasoning_content": thought},
+                    "finish_reason": None,
+                }
+                yield self.chunk([choice], self.usage(n) if self.continuous else None)
+                if not delta:
+                    continue
             if chat:
-                choice = {"index": 0, "delta": {"content": delta}, "finish_reason": None}
+                answer = (
+                    {"reasoning_content": None, "content": delta}
+                    if thinking
+                    else {"content": delta}
+                )
+                choice = {"index": 0, "delta": answer, "finish_reason": None}
             else:
                 choice = {
                     "index": 0,

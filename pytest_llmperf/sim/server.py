@@ -256,7 +256,7 @@ class SimServer:
         aliases = {"spec_accepted_drafts": req.accepted_drafts, "spec_proposed_drafts": drafts}
         return {**verified, **counts, **({} if self.reports_at_least(0, 5, 23) else aliases)}
 
-    def _release_at_least(self, *version: int) -> bool:
+    def release_at_least(self, *version: int) -> bool:
         """Whether the release impersonated is ``version`` or newer (no release: the newest)."""
         reported = parse_version(self.args.sim_report_version)
         return reported is None or reported >= version
@@ -265,7 +265,7 @@ class SimServer:
         """``meta_info`` with the keys of the release impersonated, in its order, as read in each
         release's tokenizer_manager and compared with the real 0.5.23 on the CPU
         (tests/engines/test_standin_matches_sglang.py)."""
-        at_least = self._release_at_least
+        at_least = self.release_at_least
         retractions = "num_retractions" if at_least(0, 5, 13) else "total_retractions"
         metrics = bool(self.args.enable_metrics)
         meta: dict[str, Any] = {
@@ -580,6 +580,8 @@ class SimServer:
         req, words, _ = self._new_request(
             prompt, {"max_new_tokens": max_tokens, "ignore_eos": body.get("ignore_eos")}
         )
+        if chat and openai.thinks(self.unmodeled.get("reasoning_parser"), body):
+            req.thinking = min(self.args.sim_thinking_tokens, req.target_tokens)
         self.engine.submit(req)
         completion = openai.Completion(self, req, words, chat, body)
         if not body.get("stream"):

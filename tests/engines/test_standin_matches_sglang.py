@@ -169,6 +169,8 @@ def test_openai_stream_events_match(real, standin):
     # The usage (continuous_usage_stats): present in the last chunk, counting the output.
     for chunks in (r_chunks, s_chunks):
         assert chunks[-1]["usage"]["completion_tokens"] == OUTPUT_LEN
+    # The same usage keys (0.5.23's UsageInfo: reasoning_tokens too, 0 without thinking).
+    assert sorted(r_chunks[-1]["usage"]) == sorted(s_chunks[-1]["usage"])
 
 
 def test_server_info_reports_the_release_s_field_set_with_its_types(real, standin):

@@ -193,3 +193,55 @@ def test_llama_cpp_draft_counts_become_the_verify_steps():
     plain.event(final.replace(b',"draft_n":50,"draft_n_accepted":50', b""))
     plain.finish(rec := RequestRecord(1))
     assert rec.spec_verify_ct is None
+
+
+def test_a_thinking_models_chat_stream_times_the_first_token_and_the_first_answer_token():
+    """SGLang 0.5.23's chat stream with --reasoning-parser, as its sse_utils builds the chunks
+    (StreamDelta: ``reasoning_content`` always serialized, null on answer deltas): thinking
+    deltas carry tokens (TTFT, ITL) but only a ``content`` delta starts the answer (TTFO);
+    ``usage.reasoning_tokens`` is the server's count of the thinking ones."""
+    from pytest_llmperf.load.streams import OpenAIStream
+
+    role = b'{"choices":[{"index":0,"delta":{"reasoning_content":null,"role":"assistant","content":""}}]}'
+    think = (
+        b'{"choices":[{"index":0,"delta":{"reasoning_content":" Let me"},"finish_reason":null}]}'
+    )
+    answer = b'{"choices":[{"index":0,"delta":{"reasoning_content":null,"content":" 42"}}]}'
+    usage = (
+        b'{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":30,"total_tokens":39,'
+        b'"reasoning_tokens":24,"completion_tokens_details":{"reasoning_tokens":24}}}'
+    )
+    stream = OpenAIStream()
+    assert stream.event(role) is False and not stream.answered  # no token, no answer
+    assert stream.event(think) is True and not stream.answered  # a token, still thinking
+    assert stream.event(answer) is True and stream.answered
+    stream.event(usage)
+    stream.finish(rec := RequestRecord(0))
+    assert (rec.completion_tokens, rec.reasoning_tokens) == (30, 24)
+    # A thinking delta whose text quotes "content": the key is told by its own quotes.
+    quoted = OpenAIStream()
+    quoted.event(b'{"choices":[{"delta":{"reasoning_content":"the \\"content\\": key"}}]}')
+    assert not quoted.answered
+    # /v1/completions' text deltas cannot tell answer from thinking: no TTFO.
+    text = OpenAIStream()
+    text.event(b'{"choices":[{"text":" 42","index":0,"finish_reason":null}]}')
+    assert not text.answered
+
+
+def test_ttfo_counts_from_the_send_to_the_first_answer_chunk_and_itl_covers_every_token():
+    think = [RequestRecord(k, start=0.0, end=1.0) for k in range(2)]
+    for k, rec in enumerate(think):
+        rec.chunk_times = [0.1, 0.2, 0.3, 0.5 + k * 0.1, 0.6 + k * 0.1]
+        rec.chunk_cumulative = [1, 2, 3, 4, 5]
+        rec.first_answer = 0.5 + k * 0.1  # after three thinking chunks
+        rec.completion_tokens, rec.reasoning_tokens = 5, 3
+    run = RunRecords(2, think, [0.0], 0.01, 1.0)
+    m = metrics.summarize_run(run, None)
+    assert m.ttft_s["p50"] == pytest.approx(0.1)
+    assert m.ttfo_s["n"] == 2 and m.ttfo_s["mean"] == pytest.approx(0.55)
+    assert m.itl_s["n"] == 8  # every token after the first, thinking ones included
+    assert (m.reasoning_tokens, m.reasoning_share) == (3.0, pytest.approx(0.6))
+    for rec in think:  # a stream that does not tell them apart
+        rec.first_answer, rec.reasoning_tokens = None, None
+    m = metrics.summarize_run(RunRecords(2, think, [0.0], 0.01, 1.0), None)
+    assert m.ttfo_s["n"] == 0 and m.reasoning_tokens is None

@@ -22,11 +22,11 @@ from tests.builders import measured, results, speedup
 
 BAD = [math.nan, math.inf, -math.inf]
 #: Every figure of a run that can be a float, and every distribution's fields.
-DISTRIBUTIONS = ("request_tok_s", "ttft_s", "itl_s", "tpot_s", "e2e_s", "loop_lag_s")
+DISTRIBUTIONS = ("request_tok_s", "ttft_s", "ttfo_s", "itl_s", "tpot_s", "e2e_s", "loop_lag_s")
 SCALARS = (
     "duration_s", "output_tok_s", "accept_length", "accept_length_observed", "achieved_concurrency",
     "in_flight_while_sending", "client_gap_s", "client_cpu_fraction", "goodput_req_s",
-    "energy_j", "energy_j_per_token", "tok_s_per_watt",
+    "energy_j", "energy_j_per_token", "tok_s_per_watt", "reasoning_tokens", "reasoning_share",
 )  # fmt: skip
 #: Figures by a name of the workload's (a category of its requests).
 BY_NAME = ("accept_length_by_category",)
