@@ -19,10 +19,13 @@ def test_latency(llmperf, llm_concurrency):
     while tok/s holds. Judged on the runs test_output_throughput measured (no server time of its
     own; measured here when that test was deselected). A p99 is nearly the slowest of a run's
     requests and moves more from launch to launch than throughput: the profile's latency margins
-    (by default it fails at +30 %)."""
+    (by default it fails at +30 %). A thinking profile (thinking = true) gates its TTFO too:
+    the first answer token, after the thinking."""
     point = llmperf.measured_by("test_output_throughput", llm_concurrency)
     llmperf.check(point, metric="ttft_p99_s")
     llmperf.check(point, metric="itl_p50_s")
+    if llmperf.profile.thinking:
+        llmperf.check(point, metric="ttfo_p50_s")
 
 
 @pytest.mark.llmperf(speculative=True)

@@ -60,6 +60,10 @@ class SGLangEngine(Engine):
     multi_node: ClassVar[bool] = True
     uses_local_gpus: ClassVar[bool] = True
     profiler: ClassVar[str | None] = "SGLang's /start_profile (torch.profiler)"
+    #: Greedy parity and accuracy ask /generate, which every SGLang server serves beside its
+    #: OpenAI API, whatever the profile's api: token ids, top-2 log-probabilities, no chat
+    #: template (a thinking profile's chat API would answer with its thinking first).
+    greedy_api: ClassVar[str | None] = "sglang"
     #: The module the interpreter runs (the simulated engine has its own).
     module: ClassVar[str] = "sglang.launch_server"
     packages: ClassVar[tuple[str, ...]] = PACKAGES
