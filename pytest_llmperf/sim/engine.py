@@ -190,10 +190,17 @@ class Engine:
         self._step_count += 1
         produced = 0
         still_running = []
+        pinned = (
+            self.spec.pinned_tokens(self._rng)
+            if self.spec is not None and self.spec.pinned is not None
+            else None
+        )
         for req in self.running:
             gain = (
                 1
                 if self.spec is None
+                else pinned
+                if pinned is not None
                 else self.spec.sample_tokens(req.accept_rng or self._rng, self._p_accept)
             )
             gain = min(gain, req.target_tokens - req.generated)

@@ -130,11 +130,33 @@ class Speculation:
                 hi = mid
         return (lo + hi) / 2
 
+    #: SGLANG_SIMULATE_ACC_LEN (None: unset, acceptance is the drafter's): every verify step
+    #: of the batch accepts this many tokens, as SGLang forces it to measure the engine alone;
+    #: drawn by ``pinned_method`` as its ``sample_simulated_acc_len`` does.
+    pinned: float | None = None
+    #: SGLANG_SIMULATE_ACC_METHOD: "match-expected" (the default from 0.5.11: the floor or the
+    #: ceiling of ``pinned``, weighted to match it) or "multinomial" (0.5.6's default: a normal
+    #: draw of sd 1 about it, rounded and clamped).
+    pinned_method: str = "match-expected"
+
     def sample_tokens(self, rng: random.Random, p: float) -> int:
         tokens = 1
         while tokens <= self.num_steps and rng.random() < p:
             tokens += 1
         return tokens
+
+    def pinned_tokens(self, rng: random.Random) -> int:
+        """One verify step's forced accept length, for the whole batch (SGLang draws it once a
+        step: sample_simulated_acc_len in speculative/spec_utils.py)."""
+        assert self.pinned is not None
+        top = self.num_draft_tokens
+        if self.pinned_method == "multinomial":
+            return int(min(max(round(rng.gauss(self.pinned, 1.0)), 1), top))
+        wanted = min(max(self.pinned, 1.0), float(top))
+        lower = int(wanted)
+        if lower >= top:
+            return top
+        return lower + 1 if rng.random() < wanted - lower else lower
 
 
 def expected_tok_s(model: CostModel, batch: int, spec: Speculation | None = None) -> float:

@@ -64,6 +64,32 @@ ABORT_DELAY_S = 2.0
 DEFAULT_TOTAL_TOKENS = 812345
 
 
+def forced_tokens() -> bool:
+    """SGLANG_SIMULATE_ACC_TOKEN_MODE (0.5.23): "fixed" (the default) writes one id over every
+    forced token; "real-draft-token" keeps the drafter's chain (still unchecked)."""
+    import os
+
+    return os.environ.get("SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed") != "real-draft-token"
+
+
+def pinned_acceptance(args: Any) -> dict[str, Any]:
+    """SGLang's forced acceptance from the environment, as the impersonated release reads it:
+    SGLANG_SIMULATE_ACC_LEN (unset or ≤ 0: off), SGLANG_SIMULATE_ACC_METHOD (its default
+    "multinomial" in 0.5.6, "match-expected" from 0.5.11; read in each release's environ.py)."""
+    import os
+
+    try:
+        length = float(os.environ.get("SGLANG_SIMULATE_ACC_LEN", "-1"))
+    except ValueError:
+        length = -1.0
+    if length <= 0:
+        return {}
+    reported = parse_version(args.sim_report_version)
+    default = "multinomial" if reported is not None and reported < (0, 5, 11) else "match-expected"
+    method = os.environ.get("SGLANG_SIMULATE_ACC_METHOD", default)
+    return {"pinned": length, "pinned_method": method}
+
+
 class SimServer:
     def __init__(self, args: argparse.Namespace, unmodeled: dict[str, Any]) -> None:
         self.args = args
@@ -73,7 +99,9 @@ class SimServer:
         self.speculation: Speculation | None = None
         if args.speculative_algorithm and args.speculative_algorithm != "NGRAM":
             steps = args.speculative_num_steps or 3
-            self.speculation = Speculation(num_steps=steps, accept_length=args.sim_accept_length)
+            self.speculation = Speculation(
+                num_steps=steps, accept_length=args.sim_accept_length, **pinned_acceptance(args)
+            )
         max_running = args.max_running_requests
         if max_running is None:
             max_running = SPEC_MAX_RUNNING_REQUESTS if self.speculation else 4096
@@ -154,6 +182,11 @@ class SimServer:
             prompt, prompt_tokens = given, textgen.count_tokens(given)
         target = max_new if ignore_eos else textgen.natural_length(prompt, max_new)
         words, ids = textgen.continuation(prompt, target)
+        spec = self.speculation
+        if spec is not None and spec.pinned is not None and not internal and forced_tokens():
+            # Forced acceptance commits the drafts unchecked and, in SGLang's default token
+            # mode, fills every verified token with one id (spec_utils: predict.fill_(100)).
+            words, ids = words[:1] + (" <100>",) * (len(ids) - 1), ids[:1] + (100,) * (len(ids) - 1)
         every = self.args.sim_wrong_token_every
         if self.speculation is not None and every > 0 and not internal:
             third = self.args.sim_wrong_token == "third"
