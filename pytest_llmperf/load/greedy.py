@@ -53,16 +53,17 @@ def _covered(ids: Sequence[Any], generated: Any, where: str) -> None:
         )
 
 
-def _second(ranked: Sequence[tuple[float, Any]]) -> Any:
-    """The identity of the second-best candidate (None: fewer than two)."""
+def _top_two(ranked: Sequence[tuple[float, Any]]) -> tuple[float | None, Any]:
+    """Of one position's candidates (log-probability, identity): the gap between the best two
+    and the runner-up's identity (None, None: fewer than two)."""
     best = sorted((c for c in ranked if math.isfinite(c[0])), key=lambda c: -c[0])
-    return best[1][1] if len(best) >= 2 else None
+    return (best[0][0] - best[1][0], best[1][1]) if len(best) >= 2 else (None, None)
 
 
-def _gap(candidates: Sequence[float]) -> float | None:
-    """The log-probability gap between the best two candidates (None: fewer than two)."""
-    finite = sorted((c for c in candidates if math.isfinite(c)), reverse=True)
-    return finite[0] - finite[1] if len(finite) >= 2 else None
+def _positions(tops: Sequence[Sequence[tuple[float, Any]] | None], n: int) -> tuple[tuple, tuple]:
+    """Per position of ``n``: the top-2 gap and the runner-up (None where none was given)."""
+    pairs = [_top_two(tops[k] or []) if k < len(tops) else (None, None) for k in range(n)]
+    return tuple(g for g, _ in pairs), tuple(r for _, r in pairs)
 
 
 def _sglang(body: Mapping[str, Any], prompt: str) -> GreedyOutput:
@@ -74,11 +75,8 @@ def _sglang(body: Mapping[str, Any], prompt: str) -> GreedyOutput:
     ids = tuple(int(entry[1]) for entry in chosen)
     _covered(ids, meta.get("completion_tokens"), "meta_info.output_token_logprobs")
     texts = tuple(str(entry[2]) if entry[2] is not None else "" for entry in chosen)
-    gaps = tuple(_gap([float(c[0]) for c in (top[k] or [])]) if k < len(top) else None
-                 for k in range(len(ids)))  # fmt: skip
-    seconds = tuple(
-        _second([(float(c[0]), int(c[1])) for c in (top[k] or [])]) if k < len(top) else None
-        for k in range(len(ids))
+    gaps, seconds = _positions(
+        [[(float(c[0]), int(c[1])) for c in (at or [])] for at in top], len(ids)
     )
     finish = (meta.get("finish_reason") or {}).get("type")
     return GreedyOutput(prompt, ids, texts, gaps, finish, runner_up=seconds)
@@ -91,9 +89,10 @@ def _llamacpp(body: Mapping[str, Any], prompt: str) -> GreedyOutput:
     ids = tuple(int(p["id"]) for p in probs)
     _covered(ids, body.get("tokens_predicted"), "completion_probabilities")
     texts = tuple(str(p.get("token", "")) for p in probs)
-    tops = [p.get("top_logprobs") or [] for p in probs]
-    gaps = tuple(_gap([float(c["logprob"]) for c in top]) for top in tops)
-    seconds = tuple(_second([(float(c["logprob"]), int(c["id"])) for c in top]) for top in tops)
+    gaps, seconds = _positions(
+        [[(float(c["logprob"]), int(c["id"])) for c in p.get("top_logprobs") or []] for p in probs],
+        len(ids),
+    )
     finish = "stop" if body.get("stopped_eos") else "length" if body.get("stopped_limit") else None
     return GreedyOutput(prompt, ids, texts, gaps, finish, runner_up=seconds)
 
@@ -106,13 +105,8 @@ def _openai(body: Mapping[str, Any], prompt: str) -> GreedyOutput:
         raise GreedyError("its /v1/completions answer has no logprobs.tokens (logprobs = 2)")
     _covered(tokens, (body.get("usage") or {}).get("completion_tokens"), "logprobs.tokens")
     top = logprobs.get("top_logprobs") or []
-    gaps = tuple(
-        _gap([float(v) for v in (top[k] or {}).values()]) if k < len(top) else None
-        for k in range(len(tokens))
-    )
-    seconds = tuple(
-        _second([(float(v), str(t)) for t, v in (top[k] or {}).items()]) if k < len(top) else None
-        for k in range(len(tokens))
+    gaps, seconds = _positions(
+        [[(float(v), str(t)) for t, v in (at or {}).items()] for at in top], len(tokens)
     )
     texts = tuple(str(t) for t in tokens)
     return GreedyOutput(prompt, texts, texts, gaps, choice.get("finish_reason"), runner_up=seconds)

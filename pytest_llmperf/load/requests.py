@@ -71,7 +71,7 @@ async def send_one(
                     rec.last_token = now
                     times.append(now)
                     cumulative.append(stream.count)
-                    if rec.first_answer is None and getattr(stream, "answered", False):
+                    if rec.first_answer is None and stream.answered:
                         rec.first_answer = now
         finally:
             await body.aclose()

@@ -64,6 +64,8 @@ class NativeStream:
     """SGLang ``/generate``: cumulative ``meta_info.completion_tokens`` in every event."""
 
     __slots__ = ("count", "last")
+    #: /generate's text does not tell a thinking model's answer from its thinking (no TTFO).
+    answered = False
 
     def __init__(self) -> None:
         self.count: int = 0
