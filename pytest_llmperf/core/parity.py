@@ -13,12 +13,19 @@ excused only where the gap is within the profile's ``parity_tie_gap`` *and* the 
 token is the base's runner-up there: a near-tie can swap the top two, never bring in a third
 token, and a verifier that accepts a wrong draft does so where the base is least sure. Any other
 divergence FAILs the pair.
+
+An excused near-tie does not end the comparison: past it the two continuations answer different
+questions, so the speculative server is asked again from the prompt, the base's tokens up to and
+including the base's token there (:func:`continue_past_ties`, while the speculative server is
+up), and what it answers is compared with the base's own continuation, which is what the base
+answers from that prefix at temperature 0. A fault after a near-tie is found; the tokens
+compared count every token checked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_llmperf.core.accuracy import AccuracyPoint, Task, tasks_digest
@@ -26,6 +33,19 @@ from pytest_llmperf.core.outcome import Outcome
 
 #: Tokens shown on either side of a divergence.
 SHOWN_TOKENS = 8
+#: Near-ties a prompt's comparison is continued past, each one more request to the speculative
+#: server; past the last, the comparison ends at the next excused one.
+MAX_CONTINUATIONS = 8
+
+
+@dataclass(frozen=True)
+class Forced:
+    """A near-tie the speculative continuation was taken on past: where, and the token the
+    speculative server emitted there before it was asked again from the base's."""
+
+    position: int
+    token: int | str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -45,6 +65,9 @@ class GreedyOutput:
     category: str | None = None
     #: Per position, the identity of the base's second candidate (None where not given).
     runner_up: tuple[int | str | None, ...] = ()
+    #: The near-ties past which this (speculative) continuation was asked again from the
+    #: base's token: from each, the tokens are the base's up to it and the answer after it.
+    forced: tuple[Forced, ...] = ()
 
     def text_from(self, position: int) -> str:
         return "".join(self.texts[position : position + SHOWN_TOKENS])
@@ -66,20 +89,28 @@ class PromptParity:
     runner_up: bool | None = None
     base_continuation: str = ""
     spec_continuation: str = ""
+    #: Excused near-ties the comparison was continued past (their positions), before the
+    #: divergence above or the end.
+    ties: tuple[int, ...] = ()
 
     @property
     def identical(self) -> bool:
-        return self.position is None
+        return self.position is None and not self.ties
 
     @property
     def compared(self) -> int:
-        """Tokens compared: all of the base's where identical, else up to the divergence (the
-        continuations part there, so what follows it is not the same question)."""
+        """Tokens compared: all of the base's where nothing stopped it, else up to the divergence
+        that did (past it the continuations answer different questions)."""
         return self.tokens if self.position is None else min(self.position + 1, self.tokens)
 
     def describe(self) -> str:
         if self.identical:
             return f"prompt {self.index}: identical ({self.tokens} tokens)"
+        if self.position is None:
+            return (
+                f"prompt {self.index}: identical past {len(self.ties)} excused near-tie(s) "
+                f"(at token {', '.join(map(str, self.ties))}; {self.tokens} tokens compared)"
+            )
         gap = "no log-probabilities" if self.gap is None else f"top-2 gap {self.gap:.3g}"
         if self.excused:
             kind = "the base's runner-up at a near-tie, excused"
@@ -87,8 +118,14 @@ class PromptParity:
             kind = "not the base's runner-up, so no near-tie excuses it"
         else:
             kind = "not a near-tie"
+        after = (
+            f" after {len(self.ties)} excused near-tie(s) (at token "
+            f"{', '.join(map(str, self.ties))}), each continued from the base's token"
+            if self.ties
+            else ""
+        )
         return (
-            f"prompt {self.index} ({_short(self.prompt)!r}): diverges at token {self.position}: "
+            f"prompt {self.index} ({_short(self.prompt)!r}): diverges at token {self.position}{after}: "
             f"base {self.base_token!r}, speculative {self.spec_token!r} ({gap}: {kind}); "
             f"base continues {self.base_continuation!r}, speculative "
             f"{self.spec_continuation!r}"
@@ -107,6 +144,7 @@ class PromptParity:
             "top2_gap": self.gap,
             "spec_is_runner_up": self.runner_up,
             "excused": self.excused,
+            "near_ties_continued": list(self.ties),
             "base_continuation": self.base_continuation or None,
             "spec_continuation": self.spec_continuation or None,
         }
@@ -125,30 +163,86 @@ def _token_text(output: GreedyOutput, position: int) -> str:
 
 
 def compare(index: int, base: GreedyOutput, spec: GreedyOutput, tie_gap: float) -> PromptParity:
-    """The two continuations of one prompt, compared over the length both were asked for."""
+    """The two continuations of one prompt, compared over the length both were asked for, past
+    every excused near-tie the speculative one was continued from (``spec.forced``)."""
+    forced = {f.position: f for f in spec.forced}
+
+    def emitted(k: int) -> int | str | None:
+        if k in forced:
+            return forced[k].token
+        return spec.tokens[k] if k < len(spec.tokens) else None
+
     shared = min(len(base.tokens), len(spec.tokens))
-    position = next((k for k in range(shared) if base.tokens[k] != spec.tokens[k]), None)
-    if position is None and len(base.tokens) != len(spec.tokens):
-        position = shared  # one stopped (EOS) where the other went on
-    if position is None:
-        return PromptParity(index, base.prompt, len(base.tokens))
-    gap = base.gaps[position] if position < len(base.gaps) else None
-    second = base.runner_up[position] if position < len(base.runner_up) else None
-    emitted = spec.tokens[position] if position < len(spec.tokens) else None
-    runner_up = None if second is None else emitted is not None and emitted == second
-    return PromptParity(
-        index,
-        base.prompt,
-        len(base.tokens),
-        position=position,
-        base_token=_token_text(base, position),
-        spec_token=_token_text(spec, position),
-        gap=gap,
-        excused=gap is not None and gap <= tie_gap and bool(runner_up),
-        runner_up=runner_up,
-        base_continuation=base.text_from(position),
-        spec_continuation=spec.text_from(position),
-    )
+    ties: list[int] = []
+    start = 0
+    while True:
+        position = next((k for k in range(start, shared) if base.tokens[k] != emitted(k)), None)
+        if position is None and len(base.tokens) != len(spec.tokens):
+            position = shared  # one stopped (EOS) where the other went on
+        if position is None:
+            return PromptParity(index, base.prompt, len(base.tokens), ties=tuple(ties))
+        gap = base.gaps[position] if position < len(base.gaps) else None
+        second = base.runner_up[position] if position < len(base.runner_up) else None
+        token = emitted(position)
+        runner_up = None if second is None else token is not None and token == second
+        excused = gap is not None and gap <= tie_gap and bool(runner_up)
+        if excused and position in forced:
+            ties.append(position)
+            start = position + 1
+            continue
+        at = forced.get(position)
+        return PromptParity(
+            index,
+            base.prompt,
+            len(base.tokens),
+            position=position,
+            base_token=_token_text(base, position),
+            spec_token=(at.text or str(at.token)) if at else _token_text(spec, position),
+            gap=gap,
+            excused=excused,
+            runner_up=runner_up,
+            base_continuation=base.text_from(position),
+            spec_continuation=at.text if at else spec.text_from(position),
+            ties=tuple(ties),
+        )
+
+
+def continue_past_ties(
+    base: GreedyOutput,
+    spec: GreedyOutput,
+    tie_gap: float,
+    ask: Callable[[str, int], GreedyOutput],
+    limit: int = MAX_CONTINUATIONS,
+) -> GreedyOutput:
+    """The speculative continuation taken on past each excused near-tie, while its server is
+    up: ``ask(text, max_tokens)`` asks it again from the prompt and the base's tokens up to and
+    including the base's token there, for the rest of the base's length, and the answer is
+    stitched on (the base's prefix, then the answer), the near-tie kept in ``forced``. It stops
+    at a divergence no near-tie excuses, at the end, after ``limit`` near-ties, or where the
+    base's tokens have no text to ask with."""
+    out = spec
+    for _ in range(limit):
+        found = compare(0, base, out, tie_gap)
+        k = found.position
+        if k is None or not found.excused or k + 1 >= len(base.tokens):
+            break
+        prefix = base.texts[: k + 1]
+        if len(prefix) < k + 1 or not all(prefix):
+            break
+        answer = ask(base.prompt + "".join(prefix), len(base.tokens) - k - 1)
+        out = replace(
+            out,
+            tokens=(*base.tokens[: k + 1], *answer.tokens),
+            texts=(*base.texts[: k + 1], *answer.texts),
+            gaps=(*out.gaps[: k + 1], *answer.gaps),
+            finish=answer.finish,
+            runner_up=(*out.runner_up[: k + 1], *answer.runner_up),
+            forced=(
+                *out.forced,
+                Forced(k, out.tokens[k], out.texts[k] if k < len(out.texts) else ""),
+            ),
+        )
+    return out
 
 
 @dataclass
@@ -183,7 +277,7 @@ class PairParity:
 
     @property
     def faults(self) -> list[PromptParity]:
-        return [p for p in self.prompts if not p.identical and not p.excused]
+        return [p for p in self.prompts if p.position is not None and not p.excused]
 
     @property
     def label(self) -> str:
@@ -198,7 +292,8 @@ class PairParity:
             "identical": self.identical,
             "identical_fraction": self.fraction,
             "tokens_compared": self.compared,
-            "excused_near_ties": sum(p.excused for p in self.prompts),
+            "excused_near_ties": sum(p.excused + len(p.ties) for p in self.prompts),
+            "near_ties_continued": sum(len(p.ties) for p in self.prompts),
             "tie_gap": self.tie_gap,
             "verdict": self.outcome.value,
             "message": self.message,
@@ -224,7 +319,8 @@ def judge(
         f"{parity.label}: {parity.identical} of {len(prompts)} prompts identical at temperature 0 "
         f"({parity.compared:,} tokens compared)"
     )
-    excused = [p for p in prompts if p.excused]
+    continued = sum(len(p.ties) for p in prompts)
+    stopped = sum(p.excused for p in prompts)  # an excused near-tie not continued past
     if parity.faults:
         first = parity.faults[0]
         parity.outcome = Outcome.FAIL
@@ -235,9 +331,13 @@ def judge(
             f"{first.describe()}"
         )
     else:
+        past = (
+            f", {continued} compared past (asked again from the base's token)" if continued else ""
+        )
         ties = (
-            f"; {len(excused)} near-tie(s) excused (the base's runner-up, top-2 gap ≤ {tie_gap:g})"
-            if excused
+            f"; {continued + stopped} near-tie(s) excused (the base's runner-up, top-2 gap ≤ "
+            f"{tie_gap:g}){past}"
+            if continued + stopped
             else ""
         )
         parity.message = f"{head} — PASS{ties}"

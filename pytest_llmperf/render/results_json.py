@@ -58,7 +58,8 @@ TOP_FIELDS = {
     "`identical_golden` (the identical share against its golden: `verdict`, `golden`, "
     "`p_value`, `message`; null `verdict` where too few prompts to FAIL it), and "
     "`per_prompt`: each prompt's `index`, `prompt`, `tokens`, `identical`, `tokens_compared`, "
-    "and where it diverged the `position`, `base_token`, `spec_token`, the base's `top2_gap` "
+    "`near_ties_continued` (the excused near-ties compared past, asked again from the base's "
+    "token), and where it diverged the `position`, `base_token`, `spec_token`, the base's `top2_gap` "
     "there, `spec_is_runner_up` (the speculative token is the base's runner-up), `excused` "
     "(a near-tie: within the tie gap and the runner-up) and both continuations from there",
 }

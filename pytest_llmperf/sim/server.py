@@ -180,8 +180,11 @@ class SimServer:
                 cached = self.prefix_cache.match_and_insert(given)
         else:
             prompt, prompt_tokens = given, textgen.count_tokens(given)
-        target = max_new if ignore_eos else textgen.natural_length(prompt, max_new)
-        words, ids = textgen.continuation(prompt, target)
+        target = max_new if ignore_eos else min(max_new, textgen.eos_at(prompt))
+        # A prompt that extends a remembered one by its continuation goes on from there.
+        root, done = textgen.resolve(prompt) if isinstance(given, str) else (prompt, 0)
+        words, ids = textgen.continuation(root, done + target)
+        words, ids = words[done:], ids[done:]
         spec = self.speculation
         if spec is not None and spec.pinned is not None and not internal and forced_tokens():
             # Forced acceptance commits the drafts unchecked and, in SGLang's default token
@@ -190,7 +193,7 @@ class SimServer:
         every = self.args.sim_wrong_token_every
         if self.speculation is not None and every > 0 and not internal:
             third = self.args.sim_wrong_token == "third"
-            words, ids = self._wrong_drafts(prompt, words, ids, every, third)
+            words, ids = self._wrong_drafts(root, words, ids, every, third, done)
         req = SimRequest(
             rid=uuid.uuid4().hex,
             prompt_tokens=prompt_tokens,
@@ -205,16 +208,18 @@ class SimServer:
 
     @staticmethod
     def _wrong_drafts(
-        prompt: str, words: tuple[str, ...], ids: tuple[int, ...], every: int, third: bool = False
-    ) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        prompt: str, words: tuple[str, ...], ids: tuple[int, ...], every: int, third: bool = False,
+        start: int = 0,
+    ) -> tuple[tuple[str, ...], tuple[int, ...]]:  # fmt: skip
         """The fault knob --sim-wrong-token-every: one token in every ``every`` is the
         runner-up's (``third``: a third token's), where the prompt's hash puts it, as an
-        accepted wrong draft would be."""
+        accepted wrong draft would be (``start``: the tokens ``prompt``'s continuation had
+        before ``words``, so a continuation's faults sit where they sat)."""
         offset = zlib.crc32(prompt.encode()) % every
         out_words, out_ids = list(words), list(ids)
         wrong = textgen.third_token if third else textgen.wrong_token
         for k in range(len(ids)):
-            if (k + offset) % every == every - 1:
+            if (start + k + offset) % every == every - 1:
                 out_words[k], out_ids[k] = wrong(ids[k])
         return tuple(out_words), tuple(out_ids)
 
@@ -225,8 +230,9 @@ class SimServer:
         ``[logprob, token id, text or None]`` per output token and, with ``top_logprobs_num``,
         the top candidates per position (here the base's choice and its runner-up)."""
         prompt = given if isinstance(given, str) else f"ids {zlib.crc32(repr(given).encode())}"
-        pairs = textgen.top2_logprobs(prompt, n)
-        words, truth = textgen.continuation(prompt, n)
+        root, done = textgen.resolve(prompt) if isinstance(given, str) else (prompt, 0)
+        pairs = textgen.top2_logprobs(root, done + n)[done:]
+        words, truth = (part[done:] for part in textgen.continuation(root, done + n))
         chosen, tops = [], []
         for k in range(n):
             best_lp, second_lp = pairs[k]
@@ -525,6 +531,8 @@ class SimServer:
             text = body["input_ids"]
         if not (isinstance(text, str) or is_ids(text)):
             return error(400, "'text' (a string) or 'input_ids' (a list of token ids) is required")
+        if body.get("return_logprob") and isinstance(text, str):
+            textgen.remember(text)  # greedy parity may continue it past a near-tie
         req, words, ids = self._new_request(
             cast("str | list[int]", text), body.get("sampling_params") or {}
         )

@@ -3,6 +3,12 @@
 Temperature 0 on a real model gives the same continuation for the same prompt; here the
 continuation is drawn from a fixed vocabulary with a generator seeded by the prompt's hash.
 One output token is one word (with its leading space).
+
+A real model is also prefix-consistent: asked again with its prompt followed by the start of its
+own continuation, it goes on as it went on before. Greedy parity relies on it to compare past a
+near-tie (core/parity.py), so the prompts answered with log-probabilities are remembered
+(:func:`remember`) and a prompt that extends one of them by the start of its continuation
+continues it (:func:`resolve`).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import hashlib
 import random
 import re
 import zlib
+from collections import OrderedDict
 
 _WORDS = (
     "the of and to in a is that for it as was with be by on not he this are or his from at which "
@@ -90,3 +97,43 @@ def natural_length(prompt: str, max_new_tokens: int) -> int:
     """Where the model would emit EOS when ``ignore_eos`` is off (deterministic per prompt)."""
     h = int.from_bytes(hashlib.sha256(b"eos" + prompt.encode()).digest()[:4], "big")
     return min(max_new_tokens, 16 + h % 200)
+
+
+#: The prompts answered with log-probabilities, newest last (at most ROOTS_KEPT): the roots a
+#: later prompt may continue (:func:`resolve`).
+_ROOTS: OrderedDict[str, None] = OrderedDict()
+ROOTS_KEPT = 256
+
+
+def remember(prompt: str) -> None:
+    """Keep ``prompt``'s root as one a later prompt may continue."""
+    root, _ = resolve(prompt)
+    _ROOTS[root] = None
+    _ROOTS.move_to_end(root)
+    while len(_ROOTS) > ROOTS_KEPT:
+        _ROOTS.popitem(last=False)
+
+
+def resolve(prompt: str) -> tuple[str, int]:
+    """The remembered prompt that ``prompt`` continues and how many of its continuation's tokens
+    ``prompt`` already holds (``prompt``, 0: it continues none)."""
+    for root in reversed(_ROOTS):
+        if len(prompt) <= len(root) or not prompt.startswith(root):
+            continue
+        rest = prompt[len(root) :]
+        words, _ = continuation(root, len(rest))  # every token is at least one character
+        joined = ""
+        for done, word in enumerate(words, start=1):
+            joined += word
+            if len(joined) >= len(rest):
+                if joined == rest:
+                    return root, done
+                break
+    return prompt, 0
+
+
+def eos_at(prompt: str) -> int:
+    """How many tokens the model generates for ``prompt`` before its EOS, counted from its
+    root's (:func:`resolve`), when nothing caps it."""
+    root, done = resolve(prompt)
+    return max(1, natural_length(root, 1 << 30) - done)

@@ -148,8 +148,9 @@ def test_accuracy_is_recorded_with_its_items_and_a_drop_fails_against_the_golden
 
 def test_a_near_tie_excuses_a_swap_with_the_runner_up_and_never_a_third_token(pytester):
     """Every position counts as a near-tie (parity_tie_gap = 10) and one token in 6 is a
-    wrong draft: where it is the base's runner-up (what a floating-point near-tie can do) the
-    pair passes with the ties reported; where it is a third token, no tie excuses it."""
+    wrong draft: where it is the base's runner-up (what a floating-point near-tie can do) each
+    is excused, the speculative server is asked again from the base's token there, and the
+    pair passes with every token compared; where it is a third token, no tie excuses it."""
     for kind, passed in (("runner-up", True), ("third", False)):
         write_profiles(pytester, "parity_tie_gap = 10.0\n", concurrency="[1]",
                        spec_args=f'"--sim-wrong-token-every", "6", "--sim-wrong-token", "{kind}"')  # fmt: skip
@@ -158,18 +159,54 @@ def test_a_near_tie_excuses_a_swap_with_the_runner_up_and_never_a_third_token(py
         (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
         diverged = [p for p in parity["per_prompt"] if not p["identical"]]
         assert len(diverged) == 8, kind  # one token in 6 of 32: every prompt diverges
-        assert all(p["spec_is_runner_up"] is passed for p in diverged), (kind, diverged)
-        assert all(p["excused"] is passed for p in diverged), (kind, diverged)
         if passed:
             result.assert_outcomes(passed=3)
             assert parity["verdict"] == "PASS", parity["message"]
-            assert "8 near-tie(s) excused (the base's runner-up" in parity["message"]
+            # Continued past each swap (5 or 6 of 32 tokens: one in 6), nothing left unchecked
+            # (a swap at the last token has nothing after it to ask for).
+            assert all(p["position"] in (None, 31) for p in diverged), diverged
+            assert all(p["excused"] for p in diverged if p["position"] == 31), diverged
+            assert all(len(p["near_ties_continued"]) in (5, 6) for p in diverged), diverged
+            continued = sum(len(p["near_ties_continued"]) for p in diverged)
+            last = sum(p["position"] == 31 for p in diverged)
+            assert parity["tokens_compared"] == 8 * 32
+            assert (
+                f"{continued + last} near-tie(s) excused (the base's runner-up" in parity["message"]
+            )
+            assert f"{continued} compared past" in parity["message"]
         else:
             result.assert_outcomes(passed=2, failed=1)
             assert parity["verdict"] == "FAIL", parity["message"]
+            assert all(p["spec_is_runner_up"] is False and not p["excused"] for p in diverged)
+            assert all(p["near_ties_continued"] == [] for p in diverged)
             result.stdout.fnmatch_lines(["*not the base's runner-up, so no near-tie excuses it*"])
-        # Compared up to each first divergence, and said so.
-        assert parity["tokens_compared"] == sum(p["position"] + 1 for p in diverged)
+            # Compared up to each first divergence, and said so.
+            assert parity["tokens_compared"] == sum(p["position"] + 1 for p in diverged)
+
+
+def test_a_wrong_token_after_an_excused_near_tie_is_found(pytester):
+    """One token in 6 is the base's runner-up, and a top-2 gap of 3 makes most of those
+    positions near-ties and some not: a prompt whose first swap is excused is compared on past
+    it (asked again from the base's token), and a swap later where the base was sure FAILs the
+    pair. Comparing only up to the first excused divergence passed those prompts."""
+    write_profiles(pytester, "parity_tie_gap = 3.0\n", concurrency="[1]",
+                   spec_args='"--sim-wrong-token-every", "6", "--sim-wrong-token", "runner-up"')  # fmt: skip
+    pytester.makepyfile(test_outputs=OUTPUTS_SUITE)
+    result = pytester.runpytest(*PAIR, "--perf-json", "out.json", "-k", "greedy")
+    result.assert_outcomes(passed=2, failed=1)
+    (parity,) = json.loads((pytester.path / "out.json").read_text())["parity"]
+    assert parity["verdict"] == "FAIL", parity["message"]
+    found_past = [
+        p for p in parity["per_prompt"]
+        if p["position"] is not None and not p["excused"] and p["near_ties_continued"]
+    ]  # fmt: skip
+    assert found_past, parity["per_prompt"]
+    for p in found_past:
+        assert p["position"] > max(p["near_ties_continued"]) and p["top2_gap"] > 3.0
+        assert p["spec_is_runner_up"] is True  # a swap, but where the base was sure
+    result.stdout.fnmatch_lines(
+        ["*after * excused near-tie(s) (at token *), each continued from the base's token*"]
+    )
 
 
 def test_log_probabilities_short_of_the_tokens_generated_make_parity_invalid_not_a_fail(pytester):

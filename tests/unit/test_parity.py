@@ -4,7 +4,7 @@
 import pytest
 
 from pytest_llmperf.core.outcome import Outcome
-from pytest_llmperf.core.parity import GreedyOutput, compare, judge
+from pytest_llmperf.core.parity import GreedyOutput, compare, continue_past_ties, judge
 from pytest_llmperf.load.greedy import PARSERS, GreedyError, Unverifiable
 
 
@@ -71,6 +71,83 @@ def test_the_pair_fails_on_a_real_divergence_and_passes_on_near_ties_only():
     assert wrong.outcome is Outcome.FAIL and [p.index for p in wrong.faults] == [2]
     assert "diverges at token 2: base ' w6', speculative ' w7'" in wrong.message
     assert wrong.to_json()["per_prompt"][1]["position"] == 2
+
+
+class Speculative:
+    """A speculative server as parity's continuation asks it: its answer from a prompt is
+    ``truth`` after the prefix the prompt holds (the base's tokens, one word each), with the
+    tokens at ``wrong`` positions replaced by ``wrong[k]`` (a fault wherever it is asked from)."""
+
+    def __init__(self, truth, wrong):
+        self.truth, self.wrong, self.asked = truth, wrong, []
+
+    def tokens(self, start, n):
+        return [self.wrong.get(k, self.truth[k]) for k in range(start, start + n)]
+
+    def ask(self, text, n):
+        self.asked.append((text, n))
+        start = len(text[len("a prompt") :].split())  # the base's words the prompt holds
+        return out(self.tokens(start, n))
+
+
+def test_the_comparison_goes_on_past_an_excused_near_tie_and_finds_a_later_fault():
+    """An excused near-tie (the runner-up at a gap of 0.05) does not end the comparison: asked
+    again from the base's token there, the speculative server goes on, and a wrong token it
+    emits later where the base was sure FAILs the pair (it passed while the first tie ended it)."""
+    truth = [1, 2, 3, 4, 5, 6, 7, 8]
+    base = out(
+        truth, gaps=[2.0, 3.0, 0.05, 1.0, 2.0, 2.0, 2.0, 2.0], runner_up=[0, 0, 9, 0, 0, 0, 0, 0]
+    )
+    server = Speculative(truth, {2: 9, 6: 42})
+    spec = out(server.tokens(0, 8))
+    assert (
+        judge("spec", "base", "t", [base], [spec], 0.1).outcome is Outcome.PASS
+    )  # the tie ends it
+    taken = continue_past_ties(base, spec, 0.1, server.ask)
+    assert server.asked == [("a prompt w1 w2 w3", 5)]  # the base's token at the tie, the rest
+    p = compare(1, base, taken, tie_gap=0.1)
+    assert (p.position, p.ties, p.excused, p.spec_token) == (6, (2,), False, " w42")
+    assert p.compared == 7
+    assert "after 1 excused near-tie(s) (at token 2)" in p.describe()
+    pair = judge("spec", "base", "t", [base], [taken], 0.1)
+    assert pair.outcome is Outcome.FAIL and "(7 tokens compared)" in pair.message
+    assert pair.to_json()["per_prompt"][0]["near_ties_continued"] == [2]
+
+
+def test_a_prompt_identical_past_its_near_ties_passes_with_every_token_compared():
+    truth = [1, 2, 3, 4, 5, 6]
+    base = out(truth, gaps=[2.0, 0.05, 2.0, 0.02, 2.0, 2.0], runner_up=[0, 7, 0, 8, 0, 0])
+    server = Speculative(truth, {1: 7, 3: 8})
+    taken = continue_past_ties(base, out(server.tokens(0, 6)), 0.1, server.ask)
+    assert len(server.asked) == 2
+    p = compare(1, base, taken, tie_gap=0.1)
+    assert p.position is None and p.ties == (1, 3) and not p.identical and p.compared == 6
+    pair = judge("spec", "base", "t", [base], [taken], 0.1)
+    assert pair.outcome is Outcome.PASS and pair.identical == 0 and pair.compared == 6
+    assert pair.message.endswith(
+        "2 near-tie(s) excused (the base's runner-up, top-2 gap ≤ 0.1), 2 compared past (asked again from the base's token)"
+    )
+    # Judged with a tighter tie gap, the first near-tie is the fault, with the token the
+    # speculative server emitted there before it was asked again.
+    strict = compare(1, base, taken, tie_gap=0.01)
+    assert (strict.position, strict.excused, strict.spec_token, strict.ties) == (
+        1,
+        False,
+        " w7",
+        (),
+    )
+
+
+def test_a_third_token_or_a_missing_text_is_not_continued_past():
+    truth = [1, 2, 3, 4]
+    base = out(truth, gaps=[2.0, 0.05, 2.0, 2.0], runner_up=[0, 7, 0, 0])
+    third = Speculative(truth, {1: 8})
+    continue_past_ties(base, out(third.tokens(0, 4)), 0.1, third.ask)
+    assert third.asked == []  # not excused: nothing to continue
+    untold = Speculative(truth, {1: 7})
+    mute = out(truth, gaps=base.gaps, texts=["", "", "", ""], runner_up=base.runner_up)
+    continue_past_ties(mute, out(untold.tokens(0, 4)), 0.1, untold.ask)
+    assert untold.asked == []  # the base's tokens have no text to ask with
 
 
 def test_sglang_native_answer():
