@@ -84,6 +84,10 @@ class CopyKind(enum.Enum):
     #: A fresh launch that confirms the points a night's launches left undecided
     #: (``NAME@confirm1``, …): its runs join those points, judged over tonight's launches.
     CONFIRMATION = "confirmation"
+    #: The engine channel (``pin_acceptance``): a speculative profile launched again with its
+    #: acceptance pinned at its golden accept length (``NAME@pinned``), its closed-loop levels
+    #: only; stored, judged through its speedup over the base (fixtures/speedup.py).
+    PINNED = "pinned"
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ class ProfileCopy:
     @property
     def records(self) -> bool:
         """Whether its points are recorded or judged as the original's (else only stored)."""
-        return self.kind is not CopyKind.AFTER
+        return self.kind not in (CopyKind.AFTER, CopyKind.PINNED)
 
 
 @dataclass(frozen=True)
@@ -556,6 +560,17 @@ class Profile:
         check=is_fraction,
         allowed="a fraction between 0 and 1, e.g. 0.03 (3 points)",
     )
+    pin_acceptance: bool = setting(
+        False,
+        "a speculative profile's engine channel: launch it once more with its acceptance pinned "
+        "at its golden accept length (SGLang's `SGLANG_SIMULATE_ACC_LEN`, which the simulated "
+        "engine models) and gate that speedup over the base: the engine's speed without the "
+        "drafter's luck, beside the real speedup. One more launch a night, its closed-loop "
+        "levels only; SGLang-family engines only (elsewhere the channel says it is not available)",
+        "verdict",
+        check=lambda v: isinstance(v, bool),
+        allowed="true or false",
+    )
     accept_length_floor: float | None = setting(
         None,
         "a speculative profile's least accept length (tokens a verify step, the engine's own "
@@ -730,7 +745,15 @@ class Profile:
         open-loop window waits for its arrivals (tens of seconds a run at a low rate) and a
         capacity search probes rate after rate, so they are recorded on the first launch alone
         and judged with the launch spread the profile's ``launch_cv`` allows."""
-        return self.copy_of is None or self.copy_of.kind is not CopyKind.LATER_LAUNCH
+        return self.copy_of is None or self.copy_of.kind not in (
+            CopyKind.LATER_LAUNCH,
+            CopyKind.PINNED,
+        )
+
+    @property
+    def pinned(self) -> bool:
+        """Whether this is the engine channel's launch (``NAME@pinned``)."""
+        return self.copy_of is not None and self.copy_of.kind is CopyKind.PINNED
 
     def copy(self, kind: CopyKind, name: str) -> Profile:
         """This profile measured again under ``name``, as a copy of ``kind``."""

@@ -53,7 +53,37 @@ def select_profiles(settings: Settings) -> tuple[ProfileSet | None, list[Profile
         selected = with_aba_copies(selected)
     if settings.recording and not settings.server_url:
         selected = with_launch_copies(selected, settings.launches)
+    if not settings.server_url:
+        selected = with_pinned_copies(selected)
     return profiles, selected
+
+
+def with_pinned_copies(selected: list[Profile]) -> list[Profile]:
+    """The engine channel: after each speculative profile that asks for it (``pin_acceptance``)
+    and whose base is selected, on an engine that can pin acceptance and a server the plugin
+    launches, a copy (``NAME@pinned``) launched with acceptance pinned at the golden accept
+    length, after the profile's own launches."""
+    from pytest_llmperf import engines
+    from pytest_llmperf.profiles import CopyKind
+
+    names = {p.name for p in selected}
+    out: list[Profile] = []
+    for k, profile in enumerate(selected):
+        out.append(profile)
+        origin = next((p for p in selected if p.name == profile.origin), profile)
+        following = selected[k + 1] if k + 1 < len(selected) else None
+        if following is not None and following.origin == origin.name:
+            continue  # after the origin's last launch
+        if (
+            origin.pin_acceptance
+            and origin.speculative
+            and origin.copy_of is None
+            and origin.url is None
+            and origin.base_profile in names
+            and engines.of(origin).pins_acceptance is not None
+        ):
+            out.append(origin.copy(CopyKind.PINNED, f"{origin.name}@pinned"))
+    return out
 
 
 def with_launch_copies(selected: list[Profile], launches: int | None) -> list[Profile]:
@@ -164,6 +194,10 @@ def measurement_params(
                 return [pytest.param(None, None, marks=skipped)], ["no-speculative-profile"]
             return [pytest.param(None, marks=skipped)], ["no-speculative-profile"]
         selected = speculative
+    if not with_levels or speculative_only:
+        # The engine channel's launch measures the closed-loop levels alone; its accept
+        # length is the one it was pinned at.
+        selected = [p for p in selected if not p.pinned]
     if with_levels:
         pairs = [(p.name, c) for p in selected for c in p.concurrency if only is None or c in only]
         if not pairs and only is not None:

@@ -105,6 +105,37 @@ class LLMPerfSession:
     #: The confirmation launches made so far, by profile, and what each decided.
     confirm_launches_made: dict[str, int] = field(default_factory=dict)
     confirmations: list[Launched] = field(default_factory=list)
+    #: The engine channel's launches (``NAME@pinned``): the accept length each was pinned at
+    #: and where it came from, by the speculative profile; or why it was not launched.
+    pinned_at: dict[str, tuple[float, str]] = field(default_factory=dict)
+    unpinned: dict[str, str] = field(default_factory=dict)
+
+    def engine_channel_notes(self) -> dict[str, str]:
+        """Per selected speculative profile: where its engine channel was pinned, or why it was
+        not measured (core/channels.py)."""
+        from pytest_llmperf import engines
+
+        out = {}
+        for p in self.selected:
+            if not p.speculative or p.copy_of is not None:
+                continue
+            if p.name in self.pinned_at:
+                length, source = self.pinned_at[p.name]
+                out[p.name] = f"acceptance pinned at {length:g}, from {source}"
+            elif p.name in self.unpinned:
+                out[p.name] = f"not measured: {self.unpinned[p.name]}"
+            elif engines.of(p).pins_acceptance is None:
+                out[p.name] = (
+                    f"not available: the {p.engine} engine has no switch that pins acceptance"
+                )
+            elif not p.pin_acceptance:
+                out[p.name] = (
+                    "not measured: set pin_acceptance = true for the engine's speed under "
+                    "acceptance pinned at the golden accept length (one more launch)"
+                )
+            else:
+                out[p.name] = "not measured in this run"
+        return out
 
     def profile(self, name: str) -> Profile:
         return next(p for p in self.selected if p.name == name)
@@ -336,6 +367,7 @@ class LLMPerfSession:
             parities=list(self.parities),
             analyses=self.analyses(),
             confirmations=[c.to_json() for c in self.confirmations],
+            engine_channel=self.engine_channel_notes(),
             golden_notes=list(self.golden_notes),
             # Not when levels were restricted: their other levels are expected to go unused.
             unused_goldens=self.unused_goldens()

@@ -333,10 +333,24 @@ class SpeedupPoint(Point):
     of_test: str
     launch_id: str
     accept_lengths: tuple[float | None, ...] = ()
+    #: The speculative verdict's channel it speaks for (core/channels.py): None, the speedup
+    #: as served (the drafter's own acceptance); ``"engine"``, acceptance pinned at
+    #: ``pinned_at`` (a launch of its own): the engine's speed alone. Its golden entry is its own.
+    channel: str | None = None
+    pinned_at: float | None = None
+
+    @property
+    def key(self) -> str:
+        key = super().key
+        return key if self.channel is None else f"{key} {self.channel}"
 
     @property
     def label(self) -> str:
-        return f"{self.profile} vs {self.base_profile} C={self.concurrency}"
+        label = f"{self.profile} vs {self.base_profile} C={self.concurrency}"
+        if self.channel == "engine":
+            pinned = "" if self.pinned_at is None else f" at {self.pinned_at:g}"
+            label += f" engine (acceptance pinned{pinned})"
+        return label
 
     @property
     def unit(self) -> str:
@@ -363,6 +377,8 @@ class SpeedupPoint(Point):
                 "values": list(self.values),
                 "message": self.message,
                 "history": self.history,
+                "channel": self.channel,
+                "pinned_at": self.pinned_at,
             }
         )
 

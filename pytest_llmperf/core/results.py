@@ -43,6 +43,9 @@ class Results:
     #: the results JSON keeps it (``profile``, ``copy``, ``launch_id``, ``load_s``,
     #: ``measure_s`` and ``points``: each point's outcome after it).
     confirmations: list[dict[str, Any]] = field(default_factory=list)
+    #: Per speculative profile: where its engine channel's acceptance was pinned ("acceptance
+    #: pinned at 2.88, its golden's"), or why the channel was not measured.
+    engine_channel: dict[str, str] = field(default_factory=dict)
     #: One line per golden file change written under --perf-update.
     golden_notes: list[str] = field(default_factory=list)
     #: Golden points of the measured profiles that no test used (only when the whole suite ran).
@@ -89,7 +92,8 @@ class Results:
         return [
             p
             for p in self.speedups
-            if p.profile == analysis.profile
+            if p.channel is None
+            and p.profile == analysis.profile
             and p.base_profile == analysis.base_profile
             and NodeId(p.of_test).without_params == analysis.test
         ]

@@ -73,6 +73,9 @@ class Engine:
     #: The API greedy parity asks for token ids and top-2 log-probabilities (load/greedy.py);
     #: None: the profile's ``api`` (SGLang's native one, else OpenAI completions).
     greedy_api: ClassVar[str | None] = None
+    #: The environment variable that pins speculative acceptance at an accept length (the
+    #: engine channel, ``pin_acceptance``); None: the engine has no such switch.
+    pins_acceptance: ClassVar[str | None] = None
     #: Flags the plugin sets itself and a profile's ``args`` may not carry.
     reserved_flags: ClassVar[tuple[str, ...]] = ()
     #: Whether the server's processes may leave /dev/shm files behind (host/shm.py).

@@ -64,6 +64,8 @@ class SGLangEngine(Engine):
     #: OpenAI API, whatever the profile's api: token ids, top-2 log-probabilities, no chat
     #: template (a thinking profile's chat API would answer with its thinking first).
     greedy_api: ClassVar[str | None] = "sglang"
+    #: Read by every release of the matrix, 0.5.6 to 0.5.23 (docs/how-to/quality.md).
+    pins_acceptance: ClassVar[str | None] = "SGLANG_SIMULATE_ACC_LEN"
     #: The module the interpreter runs (the simulated engine has its own).
     module: ClassVar[str] = "sglang.launch_server"
     packages: ClassVar[tuple[str, ...]] = PACKAGES

@@ -33,7 +33,12 @@ TOP_FIELDS = {
     "`sim-baseline@confirm1`), `launch_id`, `load_s`, `measure_s` (the time its points were "
     "measured) and `points` (each point it measured again, and its verdict after it)",
     "speculative": "per speculative profile measured with its base in the run: speedup per "
-    "level with its 95 % interval, crossover, cut-off advice, the speedup gate's verdicts, and "
+    "level with its 95 % interval, crossover, cut-off advice, the speedup gate's verdicts "
+    "(`gate`, the speedup as served), `engine_gate` (per level, the speedup with acceptance "
+    "pinned at the golden accept length, with `pinned_at`; null without `pin_acceptance`), "
+    "`channels` (`engine`, `acceptance`, `lossless`: each with its `verdict`, null where not "
+    "judged, a `detail` that says what it read or why it was not judged, and `levels`, per "
+    "level its `verdict` and `detail`, where it has levels), and "
     "`energy_ratio` (per level, its energy per output token ÷ the base's, where NVML measured "
     "both)",
     "capacity": "per profile whose capacity was searched (llmperf.capacity): `max_rate` "

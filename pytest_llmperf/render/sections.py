@@ -16,6 +16,7 @@ from typing import Any
 from pytest_llmperf.core.accuracy import AccuracyPoint
 from pytest_llmperf.core.capacity import CapacityPoint
 from pytest_llmperf.core.format import format_value
+from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.points import MeasuredPoint, Point
 from pytest_llmperf.core.results import Results
 from pytest_llmperf.core.speculative import Analysis
@@ -106,9 +107,24 @@ def speculative_json(results: Results) -> list[Any]:
 
 
 def _speculative(results: Results, analysis: Analysis) -> dict[str, Any]:
+    from pytest_llmperf.core.channels import channels
+
     gate = {str(p.concurrency): p.to_json() for p in results.speedups_of(analysis)}
+    engine = {
+        str(p.concurrency): p.to_json()
+        for p in results.speedups
+        if p.channel == "engine" and (p.profile, p.base_profile) == (analysis.profile, analysis.base_profile)
+        and NodeId(p.of_test).without_params == analysis.test
+    }  # fmt: skip
+    chs = channels(results, analysis.profile, analysis.base_profile, analysis.test)
     return finite_or_none(
-        {**analysis.to_json(), "gate": gate, "energy_ratio": _energy(results, analysis)}
+        {
+            **analysis.to_json(),
+            "gate": gate,
+            "engine_gate": engine or None,
+            "channels": {c.name: c.to_json() for c in chs},
+            "energy_ratio": _energy(results, analysis),
+        }
     )
 
 

@@ -37,6 +37,8 @@ SPEEDUP_COLUMNS = (
     "break-even accept",
     "base drift",
     "gate",
+    "engine",
+    "acceptance",
     "parity",
     "accuracy",
 )
@@ -134,7 +136,11 @@ def table_lines(points: Sequence[MeasuredPoint]) -> list[str]:
 
 def speedup_rows(results: Results, analysis: Analysis) -> list[tuple[str, ...]]:
     """One row of cells per level of an analysis (SPEEDUP_COLUMNS), with the gate's verdict."""
+    from pytest_llmperf.core.channels import acceptance, engine
+
     gates = {p.concurrency: p for p in results.speedups_of(analysis)}
+    pinned = engine(results, analysis.profile, analysis.base_profile, analysis.test)
+    accept = acceptance(results, analysis.profile, analysis.test)
     parity = results.parity_of(analysis.profile, analysis.base_profile)
     quality = (
         "-" if parity is None else parity_verdict(parity),
@@ -154,6 +160,8 @@ def speedup_rows(results: Results, analysis: Analysis) -> list[tuple[str, ...]]:
                 "-" if sp.break_even_accept is None else f"{sp.break_even_accept:.2f}",
                 "-" if drift is None else f"{signed_percent(drift - 1)} %",
                 gate.verdict.value if gate else "-",
+                pinned.cell(sp.concurrency),
+                accept.cell(sp.concurrency),
                 *quality,
             )
         )
@@ -207,6 +215,9 @@ def speculative_lines(results: Results) -> list[str]:
         table = aligned([SPEEDUP_COLUMNS, *speedup_rows(results, analysis)], right={0, 1, 4, 5, 6})
         lines += ["  " + line for line in table]
         lines.append(f"  {analysis.advice()}")
+        engine_note = results.engine_channel.get(analysis.profile)
+        if engine_note:
+            lines.append(f"  engine channel: {engine_note}")
     for parity in results.parities:
         lines += parity_lines(results, parity)
     lines += accept_category_lines(results)
@@ -214,9 +225,11 @@ def speculative_lines(results: Results) -> list[str]:
         lines.append(
             "  (speedup: speculative ÷ base output tok/s, paired run by run; break-even accept: the "
             "accept length at which speculation would tie; gate: the speedup test's verdict "
-            "against its golden, '-' where none checked it; parity: greedy parity with the base "
-            "and the prompts identical; accuracy: the pair's items against the base's; a FAIL "
-            "of either FAILs the pair's speedup)"
+            "against its golden, '-' where none checked it; by channel: engine, the speedup with "
+            "acceptance pinned at the golden accept length; acceptance, the accept length against "
+            "its golden; lossless, parity (greedy parity with the base and the prompts identical) "
+            "and accuracy (the pair's items against the base's), a FAIL of either FAILs the "
+            "pair's speedup)"
         )
     return lines
 

@@ -134,9 +134,10 @@ def test_speculative_lines_show_speedup_per_level_gate_and_advice(mixed):
     level1 = next(line for line in lines if line.split()[:1] == ["1"])
     # 112 / 102, gated PASS
     assert "1.098×" in level1 and "faster" in level1
-    assert level1.split()[-3:] == ["PASS", "-", "-"]  # gate; no parity, no accuracy asked
+    # The gate; no engine channel, no accept length checked, no parity, no accuracy asked.
+    assert level1.split()[-5:] == ["PASS", "-", "-", "-", "-"]
     level250 = next(line for line in lines if line.split()[:1] == ["250"])
-    assert "slower" in level250 and level250.split()[-3:] == ["-", "-", "-"]  # no gate at 250
+    assert "slower" in level250 and level250.split()[-5:] == ["-"] * 5  # no gate at 250
     assert "crossover at C = 250" in lines[-2] and "keep speculation up to C = 1" in lines[-2]
     assert lines[-1].startswith("  (speedup: speculative ÷ base") and "gate: " in lines[-1]
 
