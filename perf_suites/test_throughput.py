@@ -38,6 +38,16 @@ def test_accept_length(llmperf, llm_concurrency):
     llmperf.check(point, metric="accept_length")
 
 
+@pytest.mark.llmperf(speculative=True)
+def test_acceptance(llmperf):
+    """The acceptance channel: the drafter's accept length at one stream on the shipped prompt
+    set (code, math and chat), against its golden (kept per thinking mode) and the profile's
+    accept_length_floor, by category in the summary; the message says the smallest drop these
+    runs could FAIL."""
+    point = llmperf.acceptance()
+    llmperf.check(point, metric="accept_length")
+
+
 def test_single_stream(llmperf, llm_profile):
     """The hand-run benchmark script's figure: one stream after a warm-up, several runs,
     tokens ÷ seconds per request."""

@@ -98,24 +98,26 @@ def engine(results: Results, profile: str, base: str, test: str) -> Channel:
     return Channel("engine", _worst([p.outcome for p in points]), detail, levels)
 
 
-def acceptance(results: Results, profile: str, test: str) -> Channel:
-    """The accept-length checks of ``profile`` on the runs ``test`` measured."""
+def acceptance(results: Results, profile: str) -> Channel:
+    """The accept-length checks of ``profile``: on the shipped prompt set
+    (``llmperf.acceptance()``, test_acceptance) and on each level's throughput runs
+    (test_accept_length), the worse of the two at a level."""
     points = [
         p
         for p in results.measured
-        if p.profile == profile
-        and p.metric == "accept_length"
-        and p.gated_from is not None
-        and p.node.without_params == test
+        if p.profile == profile and p.metric == "accept_length" and p.gated_from is not None
     ]
     if not points:
         return Channel("acceptance", None, "no accept length checked (test_accept_length)")
-    levels = {}
-    for p in points:
-        mean = p.summary.mean
+    levels: dict[int, tuple[Outcome | None, str]] = {}
+    for p in sorted(points, key=lambda p: p.outcome.rank if p.outcome else len(Outcome)):
+        if p.concurrency in levels:
+            continue  # the more urgent of two checks at a level speaks for it
         golden = p.golden_mean
-        read = f"accept length {mean:.2f}" + (f" vs {golden:.2f} golden" if golden else "")
-        levels[p.concurrency] = (p.outcome, read)
+        read = f"accept length {p.summary.mean:.2f}" + (
+            f" vs {golden:.2f} golden" if golden else ""
+        )
+        levels[p.concurrency] = (p.outcome, f"{read}, {p.node.short_name}")
     return Channel("acceptance", _worst([p.outcome for p in points]), "", levels)
 
 
@@ -139,7 +141,7 @@ def channels(results: Results, profile: str, base: str, test: str) -> list[Chann
     """The pair's three channels, for the speedup measured by ``test``."""
     return [
         engine(results, profile, base, test),
-        acceptance(results, profile, test),
+        acceptance(results, profile),
         lossless(results, profile, base),
     ]
 

@@ -135,7 +135,11 @@ def against_golden(
         unit=figure.unit,
         why=ungated,
         words=figure.words,
-    ) + "".join(f"\n  {line}" for line in extra)
+    )
+    if metric == "accept_length" and verdict.smallest_fail is not None:
+        # The acceptance channel says what it could have seen (docs/how-to/quality.md).
+        message += f"; the smallest drop these runs could FAIL: {verdict.smallest_fail * 100:.1f} %"
+    message += "".join(f"\n  {line}" for line in extra)
     changed = "".join(f"\n    {line}" for line in changes)
     return Judgement(
         verdict.outcome,

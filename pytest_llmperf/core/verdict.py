@@ -106,6 +106,9 @@ class Verdict:
     undecided: str | None = None
     #: The ratio's lower bound at the collapse's level (1 − COLLAPSE_ALPHA, one-sided).
     collapse_bound: float | None = None
+    #: The smallest drop these runs could FAIL: the fail margin, or more where the noise needs
+    #: more for p < FAIL_ALPHA (None: no spread to say it from).
+    smallest_fail: float | None = None
 
     @property
     def worse(self) -> bool:
@@ -293,7 +296,7 @@ def decide(
         return Verdict(
             outcome, ratio, p_drop, p_gain, lcb, len(new), len(golden), inconclusive,
             lower_is_better, out_of_line, used.sd if used else 0.0, detectable,
-            len(tonight), why, collapse_lcb,
+            len(tonight), why, collapse_lcb, _smallest_fail(test, floor, fail_alpha),
         )  # fmt: skip
 
     def undecided(why: str) -> Verdict:
@@ -320,6 +323,15 @@ def decide(
     if good >= ceiling and p_gain < alpha:
         return verdict(Outcome.IMPROVED)
     return verdict(Outcome.PASS)
+
+
+def _smallest_fail(test: TwoSample, floor: float, fail_alpha: float) -> float | None:
+    """The smallest drop ``test``'s noise lets FAIL (at least the fail margin, 1 − ``floor``)."""
+    from pytest_llmperf.core.student import t_quantile
+
+    if not test.testable:
+        return None
+    return max(1.0 - math.exp(-t_quantile(1.0 - fail_alpha, test.dof) * test.se), 1.0 - floor)
 
 
 def _by_launch(

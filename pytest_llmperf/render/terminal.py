@@ -140,7 +140,7 @@ def speedup_rows(results: Results, analysis: Analysis) -> list[tuple[str, ...]]:
 
     gates = {p.concurrency: p for p in results.speedups_of(analysis)}
     pinned = engine(results, analysis.profile, analysis.base_profile, analysis.test)
-    accept = acceptance(results, analysis.profile, analysis.test)
+    accept = acceptance(results, analysis.profile)
     parity = results.parity_of(analysis.profile, analysis.base_profile)
     quality = (
         "-" if parity is None else parity_verdict(parity),
