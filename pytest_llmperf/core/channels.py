@@ -151,7 +151,8 @@ def which_moved(chs: list[Channel], concurrency: int | None = None) -> str:
     that FAILed their own gate named first, as the channel that moved."""
 
     def failed(c: Channel) -> bool:
-        verdict = c.levels.get(concurrency, (c.verdict, ""))[0] if c.levels else c.verdict
+        at = c.levels.get(concurrency) if concurrency is not None else None
+        verdict = at[0] if at is not None else c.verdict
         return verdict in (Outcome.FAIL, Outcome.INVALID)
 
     moved = [c for c in chs if failed(c)]

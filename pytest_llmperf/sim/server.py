@@ -232,7 +232,8 @@ class SimServer:
         prompt = given if isinstance(given, str) else f"ids {zlib.crc32(repr(given).encode())}"
         root, done = textgen.resolve(prompt) if isinstance(given, str) else (prompt, 0)
         pairs = textgen.top2_logprobs(root, done + n)[done:]
-        words, truth = (part[done:] for part in textgen.continuation(root, done + n))
+        every_word, every_id = textgen.continuation(root, done + n)
+        words, truth = every_word[done:], every_id[done:]
         chosen, tops = [], []
         for k in range(n):
             best_lp, second_lp = pairs[k]

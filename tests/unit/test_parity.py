@@ -125,7 +125,8 @@ def test_a_prompt_identical_past_its_near_ties_passes_with_every_token_compared(
     pair = judge("spec", "base", "t", [base], [taken], 0.1)
     assert pair.outcome is Outcome.PASS and pair.identical == 0 and pair.compared == 6
     assert pair.message.endswith(
-        "2 near-tie(s) excused (the base's runner-up, top-2 gap ≤ 0.1), 2 compared past (asked again from the base's token)"
+        "2 near-tie(s) excused (the base's runner-up, top-2 gap ≤ 0.1), "
+        "2 compared past (asked again from the base's token)"
     )
     # Judged with a tighter tie gap, the first near-tie is the fault, with the token the
     # speculative server emitted there before it was asked again.
