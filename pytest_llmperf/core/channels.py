@@ -24,8 +24,6 @@ from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import MeasuredPoint, SpeedupPoint
 from pytest_llmperf.core.results import Results
 
-NAMES = ("engine", "acceptance", "lossless")
-
 
 @dataclass(frozen=True)
 class Channel:

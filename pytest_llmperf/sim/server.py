@@ -180,9 +180,9 @@ class SimServer:
                 cached = self.prefix_cache.match_and_insert(given)
         else:
             prompt, prompt_tokens = given, textgen.count_tokens(given)
-        target = max_new if ignore_eos else min(max_new, textgen.eos_at(prompt))
         # A prompt that extends a remembered one by its continuation goes on from there.
         root, done = textgen.resolve(prompt) if isinstance(given, str) else (prompt, 0)
+        target = max_new if ignore_eos else min(max_new, textgen.eos_at(root, done))
         words, ids = textgen.continuation(root, done + target)
         words, ids = words[done:], ids[done:]
         spec = self.speculation

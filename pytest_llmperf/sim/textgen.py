@@ -132,8 +132,7 @@ def resolve(prompt: str) -> tuple[str, int]:
     return prompt, 0
 
 
-def eos_at(prompt: str) -> int:
-    """How many tokens the model generates for ``prompt`` before its EOS, counted from its
-    root's (:func:`resolve`), when nothing caps it."""
-    root, done = resolve(prompt)
+def eos_at(root: str, done: int = 0) -> int:
+    """How many tokens the model generates before its EOS, when nothing caps it, for ``root``
+    followed by the first ``done`` tokens of its continuation (:func:`resolve`)."""
     return max(1, natural_length(root, 1 << 30) - done)
