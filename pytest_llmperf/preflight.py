@@ -134,17 +134,21 @@ def runner_health(selected: list[Profile], settings: Settings) -> list[str]:
     import os
 
     from pytest_llmperf.host import gpu_health
-    from pytest_llmperf.host.gpu import nvml, visible_indices
+    from pytest_llmperf.host.nvml import Gpu, session
 
-    with nvml() as (pynvml, why_not):
-        if pynvml is None:
+    with session() as (nv, why_not):
+        if nv is None:
             return [f"runner health not checked: {why_not}"]
-        count = pynvml.nvmlDeviceGetCount()
-        indices = sorted(
-            {i for p in local for i in visible_indices(count, {**os.environ, **p.env})}
-        )
+        gpus: dict[str, Gpu] = {}
+        problems: list[str] = []
+        for p in local:
+            found, unresolved = nv.gpus({**os.environ, **p.env})
+            gpus.update((g.label, g) for g in found)
+            problems += [f"profile {p.name}: {line}" for line in unresolved]
         waits = any(p.gpu_wait_s > 0 for p in local)
-        health = gpu_health.check(pynvml, indices, waits, kmsg=gpu_health.KMSG)
+        health = gpu_health.check(nv, sorted(gpus.values(), key=lambda g: (g.index, g.label)),
+                                  waits, kmsg=gpu_health.KMSG)  # fmt: skip
+    health.warnings = problems + health.warnings
     if health.stops:
         raise pytest.UsageError(
             "pytest-llmperf: the runner's GPUs are not fit to measure on, so no server was "

@@ -151,7 +151,7 @@ FIGURES: dict[str, Figure] = {
             "tok/s/W",
             False,
             ("more tok/s per watt", "fewer tok/s per watt"),
-            "output_tok_s ÷ the GPUs' mean power over the run's window (all GPUs summed)",
+            "the window's output tokens ÷ the joules the GPUs' energy counters rose by (all GPUs summed)",
             read="tok_s_per_watt",
             needs=NVML,
         ),

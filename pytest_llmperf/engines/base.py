@@ -170,7 +170,7 @@ class Engine:
         that deployment, wherever it runs)."""
         if profile.url is not None:
             return {"key": "remote"}
-        return hardware_probe.probe({**profile.env})
+        return hardware_probe.probe({**profile.env}, gpus=self.on_local_gpus(profile))
 
     def reading(self, info: Mapping[str, Any]) -> Engine:
         """The engine whose readings the server's answers (``info``: what it said on

@@ -29,9 +29,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from pytest_llmperf.host.gpu_series import HELD_BACK, reasons_call
+from pytest_llmperf.host.gpu_series import CAPPED_BELOW_DEFAULT, held_back_names, reasons_call
+from pytest_llmperf.host.nvml import Gpu, Nvml
 
 KMSG = Path("/dev/kmsg")
 #: Held back by the hardware: the GPU cannot give its speed, whatever the load.
@@ -51,34 +51,32 @@ class Health:
     warnings: list[str] = field(default_factory=list)
 
 
-def check(nv: Any, indices: Sequence[int], waits: bool = False, kmsg: Path | None = KMSG) -> Health:
-    """Read each GPU of ``indices`` (NVML initialised); ``waits``: a profile waits for busy GPUs."""
+def check(nv: Nvml, gpus: Sequence[Gpu], waits: bool = False, kmsg: Path | None = KMSG) -> Health:
+    """Read each of ``gpus``; ``waits``: a profile waits for busy GPUs. A reading the runner
+    does not allow (a container, a MIG slice, a Slurm cgroup) is a warning naming it."""
     health = Health()
-    handles = {i: nv.nvmlDeviceGetHandleByIndex(i) for i in indices}
-    for index, handle in handles.items():
-        _memory(nv, index, handle, waits, health)
-        _ecc(nv, index, handle, health)
-        _temperature(nv, index, handle, health)
-        _clock_reasons(nv, index, handle, health)
-    _limits(nv, handles, health)
+    for gpu in gpus:
+        _memory(nv, gpu, waits, health)
+        _ecc(nv, gpu, health)
+        _temperature(nv, gpu, health)
+        _clock_reasons(nv, gpu, health)
+    _limits(nv, gpus, health)
     if kmsg is not None:
         health.warnings += xid_lines(read_kernel_log(kmsg))
+    health.warnings += nv.warnings
     return health
 
 
-def _read(call: Any, *args: Any) -> Any:
-    try:
-        return call(*args) if call is not None else None
-    except Exception:  # pynvml.NVMLError_NotSupported and kin: not on this GPU
-        return None
+def _const(nv: Nvml, name: str, default: int) -> int:
+    return int(getattr(nv.nv, name, default))
 
 
-def _memory(nv: Any, index: int, handle: Any, waits: bool, health: Health) -> None:
+def _memory(nv: Nvml, gpu: Gpu, waits: bool, health: Health) -> None:
     from pytest_llmperf.host.gpu import describe, processes
 
-    procs = processes(nv, [index])
+    procs = processes(nv, [gpu])
     if procs:
-        what = f"GPU {index} is in use:\n{describe(procs)}"
+        what = f"{gpu.label} is in use:\n{describe(procs)}"
         if waits:
             health.warnings.append(f"{what}\n  (the launch waits gpu_wait_s for them)")
         else:
@@ -87,68 +85,65 @@ def _memory(nv: Any, index: int, handle: Any, waits: bool, health: Health) -> No
                 "(CUDA_VISIBLE_DEVICES in the profile's env), or set gpu_wait_s to wait."
             )
         return
-    info = _read(getattr(nv, "nvmlDeviceGetMemoryInfo", None), handle)
+    info = nv.read(gpu.label, "its memory", "nvmlDeviceGetMemoryInfo", gpu.handle)
     if info is not None and info.total and info.used > INVISIBLE_SHARE * info.total:
         health.stops.append(
-            f"GPU {index}: {info.used / 2**30:,.1f} of {info.total / 2**30:,.0f} GiB in use, by "
+            f"{gpu.label}: {info.used / 2**30:,.1f} of {info.total / 2**30:,.0f} GiB in use, by "
             "processes not visible from here (another container?): the server would get less "
             "memory than its golden's. Free the GPU or choose another."
         )
 
 
-def _ecc(nv: Any, index: int, handle: Any, health: Health) -> None:
-    uncorrected = _read(
-        getattr(nv, "nvmlDeviceGetTotalEccErrors", None),
-        handle,
-        getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
-        getattr(nv, "NVML_VOLATILE_ECC", 0),
-    )
+def _ecc(nv: Nvml, gpu: Gpu, health: Health) -> None:
+    where, h = gpu.label, gpu.parent
+    uncorrected = nv.read(
+        where, "its ECC errors", "nvmlDeviceGetTotalEccErrors", h,
+        _const(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1), _const(nv, "NVML_VOLATILE_ECC", 0),
+        optional=True,
+    )  # fmt: skip
     problems = []
     if uncorrected:
         problems.append(f"{uncorrected} uncorrectable ECC error(s) since the driver loaded")
-    if _read(getattr(nv, "nvmlDeviceGetRetiredPagesPendingStatus", None), handle):
+    pending = "nvmlDeviceGetRetiredPagesPendingStatus"
+    if nv.read(where, "its retired pages", pending, h, optional=True):
         problems.append("memory pages waiting to be retired")
-    rows = _read(getattr(nv, "nvmlDeviceGetRemappedRows", None), handle)
+    rows = nv.read(where, "its remapped rows", "nvmlDeviceGetRemappedRows", h, optional=True)
     if rows is not None and len(rows) >= 4 and (rows[2] or rows[3]):
         problems.append("a row remap " + ("that failed" if rows[3] else "waiting for a reset"))
     if problems:
         health.stops.append(
-            f"GPU {index}: {'; '.join(problems)}: its memory is failing. Reset the GPU "
-            f"(nvidia-smi -r -i {index}) or drain the node, then run again."
+            f"{where}: {'; '.join(problems)}: its memory is failing. Reset the GPU "
+            f"(nvidia-smi -r -i {gpu.index}) or drain the node, then run again."
         )
 
 
-def _temperature(nv: Any, index: int, handle: Any, health: Health) -> None:
-    now = _read(
-        getattr(nv, "nvmlDeviceGetTemperature", None),
-        handle,
-        getattr(nv, "NVML_TEMPERATURE_GPU", 0),
-    )
-    slowdown = _read(
-        getattr(nv, "nvmlDeviceGetTemperatureThreshold", None),
-        handle,
-        getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
-    )
+def _temperature(nv: Nvml, gpu: Gpu, health: Health) -> None:
+    where, h = gpu.label, gpu.parent
+    now = nv.read(where, "its temperature", "nvmlDeviceGetTemperature", h,
+                  _const(nv, "NVML_TEMPERATURE_GPU", 0), optional=True)  # fmt: skip
+    slowdown = nv.read(where, "its slowdown temperature", "nvmlDeviceGetTemperatureThreshold", h,
+                       _const(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1), optional=True)  # fmt: skip
     if now is None or not slowdown:
         return
     if now >= slowdown:
         health.stops.append(
-            f"GPU {index} is at {now} °C before any load, at or past its slowdown threshold "
+            f"{where} is at {now} °C before any load, at or past its slowdown threshold "
             f"({slowdown} °C): it is throttling now. Let it cool, or check the node's cooling."
         )
     elif now >= slowdown - WARM_MARGIN_C:
         health.warnings.append(
-            f"GPU {index} idles at {now} °C, {slowdown - now} °C below its slowdown threshold: "
+            f"{where} idles at {now} °C, {slowdown - now} °C below its slowdown threshold: "
             "under load it may throttle (a FAIL's line says so)"
         )
 
 
-def _clock_reasons(nv: Any, index: int, handle: Any, health: Health) -> None:
-    reasons = _read(reasons_call(nv), handle) or 0
-    named = [name for bit, name in HELD_BACK.items() if reasons & bit]
+def _clock_reasons(nv: Nvml, gpu: Gpu, health: Health) -> None:
+    reasons = nv.read(gpu.label, "its clock event reasons", reasons_call(nv.nv), gpu.parent,
+                      optional=True) or 0  # fmt: skip
+    named = held_back_names(int(reasons))
     if not named:
         return
-    line = f"GPU {index} is held back now, before any load: {', '.join(named)}"
+    line = f"{gpu.label} is held back now, before any load: {', '.join(named)}"
     if reasons & HARDWARE_HELD_BACK:
         health.stops.append(
             f"{line}. The hardware slows it whatever the load; check its power "
@@ -158,16 +153,21 @@ def _clock_reasons(nv: Any, index: int, handle: Any, health: Health) -> None:
         health.warnings.append(line)
 
 
-def _limits(nv: Any, handles: dict[int, Any], health: Health) -> None:
+def _limits(nv: Nvml, gpus: Sequence[Gpu], health: Health) -> None:
     limits, clocks = {}, {}
-    for index, handle in handles.items():
-        enforced = _read(getattr(nv, "nvmlDeviceGetEnforcedPowerLimit", None), handle)
-        default = _read(getattr(nv, "nvmlDeviceGetPowerManagementDefaultLimit", None), handle)
-        limits[index] = _read(nv.nvmlDeviceGetPowerManagementLimit, handle)
-        clocks[index] = _read(nv.nvmlDeviceGetMaxClockInfo, handle, getattr(nv, "NVML_CLOCK_SM", 1))
-        if enforced and default and enforced < 0.98 * default:
+    for gpu in gpus:
+        where, h = gpu.label, gpu.parent
+        enforced = nv.read(where, "its power limit", "nvmlDeviceGetEnforcedPowerLimit", h,
+                           optional=True)  # fmt: skip
+        default = nv.read(where, "its default power limit",
+                          "nvmlDeviceGetPowerManagementDefaultLimit", h, optional=True)  # fmt: skip
+        limits[where] = nv.read(where, "its power limit", "nvmlDeviceGetPowerManagementLimit", h,
+                                optional=True)  # fmt: skip
+        clocks[where] = nv.read(where, "its max SM clock", "nvmlDeviceGetMaxClockInfo", h,
+                                _const(nv, "NVML_CLOCK_SM", 1), optional=True)  # fmt: skip
+        if enforced and default and enforced < CAPPED_BELOW_DEFAULT * default:
             health.warnings.append(
-                f"GPU {index} is power-capped at {enforced // 1000} W of its default "
+                f"{where} is power-capped at {enforced // 1000} W of its default "
                 f"{default // 1000} W (nvidia-smi -pl): a golden of uncapped GPUs is "
                 "INCOMPARABLE on this node"
             )
@@ -175,9 +175,9 @@ def _limits(nv: Any, handles: dict[int, Any], health: Health) -> None:
         ("power limit", limits, "W", 1000),
         ("max SM clock", clocks, "MHz", 1),
     ):
-        known = {i: v for i, v in values.items() if v}
+        known = {g: v for g, v in values.items() if v}
         if len(set(known.values())) > 1:
-            shown = ", ".join(f"GPU {i} {v // scale} {unit}" for i, v in known.items())
+            shown = ", ".join(f"{g} {v // scale} {unit}" for g, v in known.items())
             health.warnings.append(
                 f"the GPUs differ in {what} ({shown}): the hardware key takes the lowest"
             )

@@ -33,47 +33,59 @@ CPU_FEATURES = (
 )
 
 
-def probe(profile_env: Mapping[str, str]) -> dict[str, Any]:
-    """The GPUs a server with ``profile_env`` uses (its CUDA_VISIBLE_DEVICES), else the CPU."""
-    gpus = gpu_facts({**os.environ, **profile_env})
-    return gpus if gpus else cpu_facts()
+def probe(profile_env: Mapping[str, str], gpus: bool = False) -> dict[str, Any]:
+    """The GPUs a server with ``profile_env`` uses (its CUDA_VISIBLE_DEVICES), else the CPU.
+    ``gpus``: the engine runs on this host's GPUs, so without them resolved the key says so
+    (``gpus-unresolved``) instead of taking the CPU's: a golden of one GPU model must never be
+    compared with another's because the same CPU hosts both."""
+    facts, why = gpu_facts({**os.environ, **profile_env})
+    if facts:
+        return facts
+    if gpus:
+        return {"key": "gpus-unresolved", "gpus_unresolved": why}
+    return cpu_facts()
 
 
-def gpu_facts(env: Mapping[str, str]) -> dict[str, Any] | None:
-    from pytest_llmperf.host.gpu import nvml, visible_indices
+def gpu_facts(env: Mapping[str, str]) -> tuple[dict[str, Any] | None, str]:
+    """The key and facts of the GPUs ``env`` names, or (None, why not). A MIG slice is keyed by
+    its profile ("…-mig-1g-10gb") and read for the rest on its parent GPU."""
+    from pytest_llmperf.host.nvml import session, text
 
-    with nvml() as (pynvml, _):
-        if pynvml is None:
-            return None
-        indices = visible_indices(pynvml.nvmlDeviceGetCount(), env)
-        if not indices:
-            return None
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
-        name = _text(pynvml.nvmlDeviceGetName(handles[0]))
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+    with session() as (nv, why_not):
+        if nv is None:
+            return None, str(why_not)
+        gpus, problems = nv.gpus(env)
+        if not gpus:
+            return None, "; ".join(problems + nv.warnings) or "NVML lists no GPU"
+        first = gpus[0]
+        name = text(nv.read(first.label, "its name", "nvmlDeviceGetName", first.parent) or "?")
+        if first.mig:
+            name = f"{name} MIG {first.mig}"
+        driver = text(nv.read("NVML", "the driver version", "nvmlSystemGetDriverVersion") or "?")
+        cuda = nv.read("NVML", "the CUDA version", "nvmlSystemGetCudaDriverVersion_v2")
         # The lowest over the GPUs: one capped GPU holds a tensor-parallel server back.
-        power_w = _lowest(
-            _optional(lambda h=h: pynvml.nvmlDeviceGetPowerManagementLimit(h) // 1000)
-            for h in handles
-        )
+        power_mw = _lowest(
+            nv.read(g.label, "its power limit", "nvmlDeviceGetPowerManagementLimit", g.parent,
+                    optional=True) for g in gpus
+        )  # fmt: skip
         sm_mhz = _lowest(
-            _optional(lambda h=h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM))
-            for h in handles
-        )
-    cuda_version = f"{cuda // 1000}.{cuda % 1000 // 10}"
-    parts = [f"{len(indices)}x{slug(name)}", f"drv{driver}", f"cuda{cuda_version}"]
+            nv.read(g.label, "its max SM clock", "nvmlDeviceGetMaxClockInfo", g.parent,
+                    getattr(nv.nv, "NVML_CLOCK_SM", 1), optional=True) for g in gpus
+        )  # fmt: skip
+    power_w = power_mw // 1000 if power_mw else None
+    cuda_version = f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else "?"
+    parts = [f"{len(gpus)}x{slug(name)}", f"drv{driver}", f"cuda{cuda_version}"]
     parts += [f"{power_w}w"] if power_w else []
     parts += [f"{sm_mhz}mhz"] if sm_mhz else []
     return {
         "key": "-".join(parts),
         "gpu_model": name,
-        "gpu_count": len(indices),
+        "gpu_count": len(gpus),
         "driver": driver,
         "cuda_driver": cuda_version,
         "power_limit_w": power_w,
         "max_sm_clock_mhz": sm_mhz,
-    }
+    }, ""
 
 
 def cpu_facts(cpuinfo: str | None = None) -> dict[str, Any]:
@@ -105,17 +117,16 @@ def soft_facts() -> dict[str, Any]:
 
 
 def nvidia_versions() -> dict[str, Any]:
-    from pytest_llmperf.host.gpu import nvml
+    from pytest_llmperf.host.nvml import session, text
 
-    with nvml() as (pynvml, _):
-        if pynvml is None:
+    with session() as (nv, _):
+        if nv is None:
             return {}
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-        return {
-            "driver": _text(driver),
-            "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
-        }
+        driver = nv.read("NVML", "the driver version", "nvmlSystemGetDriverVersion")
+        cuda = nv.read("NVML", "the CUDA version", "nvmlSystemGetCudaDriverVersion_v2")
+    versions = {"driver": text(driver) if driver else None}
+    versions["cuda_driver"] = f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None
+    return {k: v for k, v in versions.items() if v}
 
 
 def cpu_model() -> str:
@@ -166,14 +177,3 @@ def _memory_gib() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _optional(read: Any) -> Any:
-    try:
-        return read()
-    except Exception:  # pynvml.NVMLError_NotSupported on GPUs that do not report it
-        return None

@@ -153,7 +153,8 @@ RUN_FIELDS = {
     "energy_j": "the energy the server's GPUs took over the run's window, from NVML's energy "
     "counter (joules; null without NVML)",
     "energy_j_per_token": "energy_j ÷ the window's output tokens",
-    "tok_s_per_watt": "output_tok_s ÷ the GPUs' mean power over the window (all GPUs summed)",
+    "tok_s_per_watt": "the window's output tokens ÷ energy_j (tokens per joule: the same joules as "
+    "energy_j_per_token, so the two multiply to 1)",
     "gpu_held_back": "how a GPU was held back by power or heat during the window, per GPU and "
     "reason, with the share of samples (empty: never)",
     "achieved_concurrency": "Σ e2e ÷ duration: the concurrency the server saw",

@@ -60,7 +60,9 @@ class Instruments:
         finally:
             self._series = None
             gpus, self._gpus = self._gpus, None
-            self._gpu_samples = gpus.stop() if gpus is not None else []
+            if gpus is not None:
+                self._gpu_samples = gpus.stop()
+                self.point.notes += [w for w in gpus.nv.warnings if w not in self.point.notes]
 
     def counters(self) -> None:
         """The server's counters over the point's runs so far: after less before."""
@@ -99,7 +101,9 @@ class Instruments:
             return None
         from pytest_llmperf.host.gpu_series import start_sampler
 
-        return start_sampler(self.env, self.interval_s)
+        sampler, problems = start_sampler(self.env, self.interval_s)
+        self.point.notes += [p for p in problems if p not in self.point.notes]
+        return sampler
 
 
 def keep_series(point: MeasuredPoint, sampler: Sampler, interval_s: float) -> None:
@@ -135,7 +139,7 @@ def with_gpu_figures(
 
     origin = point.series_origin or min(s.t for s in samples)
     point.gpu_series = series_json(samples, origin)
-    out = []
+    out: list[RunMetrics] = []
     for run, records in zip(runs, raw):
         span = records.window or (
             min((r.start for r in records.records), default=0.0),
@@ -143,12 +147,16 @@ def with_gpu_figures(
         )
         gpus = window(samples, *span)
         tokens = run.output_tok_s * run.duration_s
+        joules = gpus.energy_j if gpus.energy_j and tokens else None
+        if gpus.energy_missing and gpus.energy_missing not in point.notes:
+            point.notes.append(f"run {len(out) + 1}: {gpus.energy_missing}")
         out.append(
             replace(
                 run,
                 energy_j=gpus.energy_j,
-                energy_j_per_token=gpus.energy_j / tokens if gpus.energy_j and tokens else None,
-                tok_s_per_watt=run.output_tok_s / gpus.mean_power_w if gpus.mean_power_w else None,
+                # Both from the counter's joules: tok/s per watt is tokens per joule.
+                energy_j_per_token=joules / tokens if joules else None,
+                tok_s_per_watt=tokens / joules if joules else None,
                 gpu_held_back=tuple(gpus.held_back),
             )
         )

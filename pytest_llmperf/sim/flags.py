@@ -120,6 +120,12 @@ SIM_OPTIONS: dict[str, dict[str, Any]] = {
         "action": "store_true",
         "help": "fault knob: the server and its children ignore SIGTERM (only SIGKILL stops it)",
     },
+    "--sim-on-gpus": {
+        "action": "store_true",
+        "help": "stand in for a server on this host's GPUs: the plugin's runner health, launch "
+        "pre-flight, release wait, NVML sampling and hardware key treat it as one (the "
+        "simulation itself computes nothing on them)",
+    },
     "--sim-progress-cr": {
         "action": "store_true",
         "help": "draw progress bars with carriage returns, as SGLang 0.5.23 does",

@@ -18,19 +18,59 @@ from pytest_llmperf.errors import ServerStartError
 from pytest_llmperf.host import gpu
 
 
+class NVMLError(Exception):
+    """As nvidia-ml-py's: the NVML return code in ``value``."""
+
+    NAMES = {3: "Not Supported", 4: "Insufficient Permissions", 6: "Not Found",
+             12: "NVML Shared Library Not Found"}  # fmt: skip
+
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.value = value
+
+    def __str__(self) -> str:
+        return self.NAMES.get(self.value, f"NVML error {self.value}")
+
+
+NOT_SUPPORTED, NO_PERMISSION, NOT_FOUND = 3, 4, 6
+
+
 class FakeNVML(types.ModuleType):
-    """pynvml's functions the plugin uses; ``holders[i]`` = [(pid, bytes)] on GPU i."""
+    """pynvml's functions the plugin uses; ``holders[i]`` = [(pid, bytes)] on GPU i.
 
-    class NVMLError(Exception):
-        pass
+    As a GPU runner has it: ``refuse`` maps a call's name to the NVML error it raises
+    (NO_PERMISSION in a container or a Slurm cgroup, NOT_SUPPORTED on a GPU without it);
+    ``mig[i]`` lists GPU i's MIG slices as (UUID, profile); ``used[i]`` is GPU i's memory in
+    use, in bytes (by default, what its holders hold)."""
 
-    def __init__(self, holders: list[list[tuple[int, int]]], driver: bool = True) -> None:
+    NVMLError = NVMLError
+
+    def __init__(
+        self,
+        holders: list[list[tuple[int, int]]],
+        driver: bool = True,
+        refuse: dict[str, int] | None = None,
+        mig: dict[int, list[tuple[str, str]]] | None = None,
+    ) -> None:
         super().__init__("pynvml")
         self.holders, self.driver, self.initialised = holders, driver, 0
+        self.refuse, self.mig = refuse or {}, mig or {}
+        self.used: dict[int, int] = {}
+
+    def __getattribute__(self, name):
+        refuse = types.ModuleType.__getattribute__(self, "__dict__").get("refuse") or {}
+        if name in refuse:
+            code = refuse[name]
+
+            def refused(*args):
+                raise NVMLError(code)
+
+            return refused
+        return types.ModuleType.__getattribute__(self, name)
 
     def nvmlInit(self):
         if not self.driver:
-            raise self.NVMLError("NVML Shared Library Not Found")
+            raise NVMLError(12)  # NVML_ERROR_LIBRARY_NOT_FOUND
         self.initialised += 1
 
     def nvmlShutdown(self):
@@ -42,11 +82,35 @@ class FakeNVML(types.ModuleType):
     def nvmlDeviceGetHandleByIndex(self, index):
         return index
 
+    def nvmlDeviceGetUUID(self, handle):
+        if isinstance(handle, tuple):  # a MIG slice: (gpu, slot)
+            return self.mig[handle[0]][handle[1]][0].encode()
+        return f"GPU-{handle:08x}-5f0c-7a1e-4b2d-{handle:012x}".encode()
+
+    def nvmlDeviceGetMigMode(self, handle):
+        return [1, 1] if handle in self.mig else [0, 0]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle):
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, slot):
+        if slot >= len(self.mig.get(handle, [])):
+            raise NVMLError(NOT_FOUND)  # an empty slot, as NVML answers it
+        return (handle, slot)
+
     def nvmlDeviceGetName(self, handle):
+        if isinstance(handle, tuple):
+            return f"NVIDIA H100 80GB HBM3 MIG {self.mig[handle[0]][handle[1]][1]}".encode()
         return b"NVIDIA RTX PRO 6000 Blackwell Server Edition"
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
-        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.holders[handle]]
+        gpu = handle[0] if isinstance(handle, tuple) else handle
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.holders[gpu]]
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        gpu = handle[0] if isinstance(handle, tuple) else handle
+        used = self.used.get(gpu, sum(b for _, b in self.holders[gpu]) + 500 * 2**20)
+        return SimpleNamespace(used=used, total=96 * 2**30)
 
     NVML_CLOCK_SM = 1
 
@@ -57,10 +121,11 @@ class FakeNVML(types.ModuleType):
         return 13000
 
     def nvmlDeviceGetPowerManagementLimit(self, handle):
+        assert not isinstance(handle, tuple), "a MIG slice has no power limit: read its parent"
         return 600_000  # milliwatts
 
     def nvmlDeviceGetMaxClockInfo(self, handle, clock):
-        assert clock == self.NVML_CLOCK_SM
+        assert clock == self.NVML_CLOCK_SM and not isinstance(handle, tuple)
         return 2617
 
 
@@ -85,7 +150,8 @@ def test_a_busy_gpu_fails_the_launch_with_pid_and_command(monkeypatch, sleeper):
     with pytest.raises(ServerStartError) as info:
         gpu.preflight("eagle3", {})
     message = str(info.value)
-    assert message.startswith("eagle3: GPU(s) 0, 1 are in use; the server would share them")
+    # Only the busy GPU is named (GPU 0 is free).
+    assert message.startswith("eagle3: GPU 1 is in use; the server would share it")
     assert (
         f"GPU 1: pid {sleeper.pid} holds 71,680 MiB: " in message
         and "leftover-sglang-scheduler" in message
@@ -99,7 +165,7 @@ def test_only_the_profiles_visible_gpus_count(monkeypatch, sleeper):
     assert gpu.preflight("eagle3", {"CUDA_VISIBLE_DEVICES": "0"}) == []
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # the environment's, when the profile sets none
     assert gpu.preflight("eagle3", {}) == []
-    with pytest.raises(ServerStartError, match=r"GPU\(s\) 1 are in use"):
+    with pytest.raises(ServerStartError, match=r"eagle3: GPU 1 is in use"):
         gpu.preflight("eagle3", {"CUDA_VISIBLE_DEVICES": "1"})
 
 
@@ -108,7 +174,9 @@ def test_gpu_wait_s_waits_for_the_gpus_to_be_freed(monkeypatch, sleeper):
     threading.Timer(0.3, lambda: fake.holders[0].clear()).start()
     assert gpu.preflight("eagle3", {}, wait_s=5, poll_s=0.05) == []
     fake.holders[0].append((sleeper.pid, 2**30))
-    with pytest.raises(ServerStartError, match=r"are in use after waiting 0.2 s \(gpu_wait_s\)"):
+    with pytest.raises(
+        ServerStartError, match=r"GPU 0 is in use after waiting 0.2 s \(gpu_wait_s\)"
+    ):
         gpu.preflight("eagle3", {}, wait_s=0.2, poll_s=0.05)
 
 
@@ -132,7 +200,8 @@ def test_release_waits_for_the_servers_processes_and_reports_what_is_still_held(
     notes = gpu.wait_released("eagle3", [sleeper.pid], {}, timeout_s=5, poll_s=0.05)
     assert notes == [
         "eagle3: other processes hold memory on its GPUs after teardown:\n"
-        "    GPU 1: pid 999999 holds 1,024 MiB: ? (not visible from here: another container?)"
+        "    GPU 1: pid 999999 holds 1,024 MiB: ? (not visible from here: another container, or "
+        "the host's PID?)"
     ]
     fake.holders[0].append((sleeper.pid, 3 * 2**30))
     (held, _) = gpu.wait_released("eagle3", [sleeper.pid], {}, timeout_s=0.2, poll_s=0.05)

@@ -17,6 +17,8 @@ import pytest
 from tests.helpers import write_profiles
 
 POWER_W = (250.0, 350.0)  # two GPUs: 600 W together
+#: The simulated engine standing in for a server on this host's GPUs (else they are not read).
+ON_GPUS = '"--sim-on-gpus"'
 SUITE = """
 def test_output_throughput(llmperf, llm_concurrency):
     point = llmperf.measure(concurrency=llm_concurrency)
@@ -77,6 +79,12 @@ class EnergyNVML(types.ModuleType):
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
         return 0x4 if handle in self.capped else 0x0  # software power cap
 
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle):
+        return 450_000 if handle in self.capped else 700_000  # capped: below its default
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle):
+        return 700_000
+
 
 @pytest.fixture
 def nvml(monkeypatch):
@@ -92,7 +100,7 @@ def nvml(monkeypatch):
 def test_energy_per_token_comes_from_the_counters_rise_and_is_gated(pytester, nvml):
     nvml()
     write_profiles(pytester, concurrency="[4]", output_len=128, runs=3, min_requests=8,
-                   body="")  # fmt: skip
+                   body="", extra_args=ON_GPUS)  # fmt: skip
     (pytester.path / "profiles.toml").write_text(
         (pytester.path / "profiles.toml")
         .read_text()
@@ -111,13 +119,16 @@ def test_energy_per_token_comes_from_the_counters_rise_and_is_gated(pytester, nv
         # 600 W over the window: joules = 600 × seconds, per token = 600 ÷ tok/s.
         assert run["energy_j"] == pytest.approx(600 * run["duration_s"], rel=0.02)
         assert run["energy_j_per_token"] == pytest.approx(600 / run["output_tok_s"], rel=0.02)
-        assert run["tok_s_per_watt"] == pytest.approx(run["output_tok_s"] / 600, rel=0.001)
+        assert run["tok_s_per_watt"] == pytest.approx(run["output_tok_s"] / 600, rel=0.02)
+        # Both from the same joules: tok/s per watt is tokens per joule.
+        assert run["tok_s_per_watt"] * run["energy_j_per_token"] == pytest.approx(1, rel=1e-9)
         assert run["gpu_held_back"] == []
     assert set(speed["gpu_series"]) == {"0", "1"} and speed["gpu_series"]["1"]["power_w"][0] == 350
 
 
 def test_a_gpu_at_its_power_cap_is_flagged_in_the_run_and_the_verdict(pytester, nvml):
-    write_profiles(pytester, concurrency="[4]", output_len=128, runs=3, min_requests=8)
+    write_profiles(pytester, concurrency="[4]", output_len=128, runs=3, min_requests=8,
+                   extra_args=ON_GPUS)  # fmt: skip
     (pytester.path / "profiles.toml").write_text(
         (pytester.path / "profiles.toml")
         .read_text()
@@ -153,8 +164,9 @@ def test_output_throughput(llmperf, llm_concurrency):
 """
 
 
-def energy_project(pytester) -> tuple[str, ...]:
-    write_profiles(pytester, concurrency="[4]", output_len=128, runs=3, min_requests=8)
+def energy_project(pytester, on_gpus: bool = True) -> tuple[str, ...]:
+    write_profiles(pytester, concurrency="[4]", output_len=128, runs=3, min_requests=8,
+                   extra_args=ON_GPUS if on_gpus else "")  # fmt: skip
     (pytester.path / "profiles.toml").write_text(
         (pytester.path / "profiles.toml")
         .read_text()
@@ -195,3 +207,15 @@ def test_without_nvml_the_energy_check_is_skipped_saying_why(pytester, monkeypat
     )
     (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
     assert point["metric"] == "output_tok_s" and point["verdict"] is None  # measured, not gated
+
+
+def test_the_simulated_engine_is_not_sampled_unless_it_stands_in_for_gpus(pytester, nvml):
+    """The README's first command on a GPU host: the simulated engine touches no GPU, so its
+    runs carry no GPU figure and its energy check is skipped, whatever NVML reads."""
+    nvml()
+    args = energy_project(pytester, on_gpus=False)
+    result = pytester.runpytest(*args, "-rs")
+    result.assert_outcomes(skipped=1)
+    (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+    assert point["gpu_series"] is None
+    assert all(run.get("energy_j") is None for run in point["runs"])

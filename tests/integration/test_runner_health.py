@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_llmperf.host import gpu_health, hardware
+from pytest_llmperf.host.nvml import Nvml
 from tests.integration.test_gpu import FakeNVML, install
 
 
@@ -69,8 +70,15 @@ class SickNVML(FakeNVML):
         return self.gpus[h]["clock"]
 
 
+def check(fake: FakeNVML, indices, kmsg=None) -> gpu_health.Health:
+    """The pre-flight on GPUs ``indices`` of ``fake``, as the session reads them."""
+    nv = Nvml(fake)
+    gpus, _ = nv.gpus({"CUDA_VISIBLE_DEVICES": ",".join(map(str, indices))})
+    return gpu_health.check(nv, gpus, kmsg=kmsg)
+
+
 def test_a_healthy_node_has_nothing_to_say():
-    assert gpu_health.check(SickNVML(8), range(8), kmsg=None) == gpu_health.Health([], [])
+    assert check(SickNVML(8), range(8)) == gpu_health.Health([], [])
 
 
 @pytest.mark.parametrize(
@@ -89,7 +97,7 @@ def test_a_healthy_node_has_nothing_to_say():
     ],
 )  # fmt: skip
 def test_what_makes_measuring_meaningless_stops(gpu, expected):
-    health = gpu_health.check(SickNVML(2, gpu1=gpu), [0, 1], kmsg=None)
+    health = check(SickNVML(2, gpu1=gpu), [0, 1])
     (stop,) = health.stops
     assert stop.startswith(expected), stop
 
@@ -101,7 +109,7 @@ def test_what_a_user_should_know_is_a_warning():
         gpu1={"reasons": 0x4, "limit": 450_000},
         gpu2={"clock": 1755},
     )
-    health = gpu_health.check(nv, [0, 1, 2], kmsg=None)
+    health = check(nv, [0, 1, 2])
     assert health.stops == []
     assert health.warnings == [
         "GPU 0 idles at 75 °C, 15 °C below its slowdown threshold: under load it may throttle "
@@ -118,7 +126,7 @@ def test_what_a_user_should_know_is_a_warning():
 
 def test_the_hardware_key_takes_the_lowest_limit_and_clock(monkeypatch):
     install(monkeypatch, SickNVML(2, gpu1={"limit": 450_000, "clock": 1755}))
-    facts = hardware.gpu_facts({})
+    facts, _ = hardware.gpu_facts({})
     assert facts is not None and facts["key"].endswith("-450w-1755mhz"), facts
 
 
@@ -130,7 +138,7 @@ def test_xid_errors_from_the_kernel_log(tmp_path):
         "intr 10000000. MMU Fault\n"
         "4,3,300,-;NVRM: Xid (PCI:0000:86:00): 79, pid=0, GPU has fallen off the bus.\n"
     )
-    health = gpu_health.check(SickNVML(1), [0], kmsg=log)
+    health = check(SickNVML(1), [0], kmsg=log)
     assert health.warnings == [
         "the kernel log has 2 NVIDIA Xid error(s) since boot (Xid 31, 79; the last: Xid 79 on "
         "PCI:0000:86:00 pid=0, GPU has fallen off the bus.): check nvidia-smi -q and the "

@@ -95,12 +95,17 @@ def test_a_windows_energy_is_the_counters_rise_summed_over_the_gpus():
 
 
 def test_a_gpu_held_back_by_its_power_cap_is_named_with_its_share():
+    from dataclasses import replace
+
     from pytest_llmperf.host.gpu_series import window
 
-    capped = gpu_trace(3, 300.0, 10)
-    capped = [s if s.t < 106 else s.__class__(s.t, s.gpu, s.energy_mj, s.power_w, 1400.0, 84.0, 0x4)
-              for s in capped]  # fmt: skip
+    capped = [replace(s, capped=True) if s.t < 106 else
+              replace(s, sm_clock_mhz=1400.0, temperature_c=84.0, reasons=0x4, capped=True)
+              for s in gpu_trace(3, 300.0, 10)]  # fmt: skip
     w = window(gpu_trace(0, 300.0, 10) + capped, 100.0, 110.0)
     assert w.held_back == ["GPU 3: power cap (software) in 45% of samples"]
+    # The same reason on a GPU at its own default limit is how it runs at full load: unnamed.
+    at_limit = [replace(s, capped=False) for s in capped]
+    assert window(at_limit, 100.0, 110.0).held_back == []
     idle = gpu_trace(0, 80.0, 10, reasons=0x1)  # idle: a reason, but not holding it back
     assert window(idle, 100.0, 110.0).held_back == []
