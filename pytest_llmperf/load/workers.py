@@ -15,7 +15,9 @@ import asyncio
 import functools
 import math
 import multiprocessing
+import os
 import queue as queue_module
+import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -41,6 +43,8 @@ from pytest_llmperf.load.open_loop import OpenLevel
 from pytest_llmperf.load.workload import Workload
 
 RESULT_TIMEOUT_S = 5.0
+#: How often a worker looks whether the process that started it is still there.
+PARENT_CHECK_S = 0.5
 #: An open loop's shared schedule starts this long after the leader passes the barrier.
 START_AFTER_BARRIER_S = 0.05
 perf_counter = time.perf_counter
@@ -107,6 +111,7 @@ def measure(
                 stalled,
                 (i, workers, start),
                 (transport, timeout_s, headers),
+                _identity(),
             ),
         )
         for i, c in enumerate(shares)
@@ -245,7 +250,9 @@ def _worker_main(
     stalled: Any,
     share: tuple[int, int, Any],
     client: tuple[str, float, dict[str, str] | None],
+    parent: tuple[int, float],
 ) -> None:
+    exit_with(parent)
     try:
         abort = Abort(stalled)
         index, parts, start = share
@@ -262,6 +269,43 @@ def _worker_main(
         results.put((index, _measure_here(base_url, loop, (transport, headers), before_run, abort)))
     except BaseException:
         results.put((index, traceback.format_exc()))
+
+
+def _identity() -> tuple[int, float]:
+    """This process, as a worker can tell it from a later process given its PID."""
+    import psutil
+
+    return os.getpid(), psutil.Process().create_time()
+
+
+def exit_with(parent: tuple[int, float]) -> None:
+    """Exit this worker as soon as the process that started it is gone.
+
+    A SIGKILL of pytest (a CI job cancelled hard, a Slurm job past its time) gives it no chance
+    to stop its workers, and nothing else would: a worker waits at its barrier for runs that
+    will never come, streams from a server a watchdog is still stopping, or its queue's feeder
+    thread holds its exit. A daemon thread checks every :data:`PARENT_CHECK_S` and ends the
+    process at once (``os._exit``: no feeder to join, no loop to unwind)."""
+    import psutil
+
+    pid, created = parent
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_CHECK_S)
+            try:
+                process = psutil.Process(pid)
+                if process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE:
+                    continue
+            except psutil.Error:
+                pass
+            os._exit(EXIT_PARENT_GONE)
+
+    threading.Thread(target=watch, name="llmperf-parent-watch", daemon=True).start()
+
+
+#: A worker's exit code when it ended because the process that started it was gone.
+EXIT_PARENT_GONE = 75
 
 
 def _claim(counter: Any, total: int) -> int | None:
