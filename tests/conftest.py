@@ -146,3 +146,34 @@ def postgres_url(postgres_server, request):
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
     return postgres_server.rsplit("/", 1)[0] + "/" + name
+
+
+#: The whole suite's budget on the faster CPU of this project's machines (.ci/run gives 90
+#: minutes; the slower CPU may take half as long again), and one test's share of it past which
+#: the summary names the test.
+SUITE_BUDGET_S = 40 * 60
+TEST_BUDGET_S = 90.0
+#: How many of the slowest tests the summary lists.
+SLOWEST_SHOWN = 12
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The slowest tests against the budget: where the suite's time goes, and which test grew
+    past its share (a timing is not asserted: the machines differ, 3x for SGLang)."""
+    if len(_durations) < 50:  # a few tests picked by hand: nothing to budget
+        return
+    total = sum(_durations.values())
+    write = terminalreporter.write_line
+    terminalreporter.section("test time against the budget")
+    write(
+        f"{total:,.0f} s in tests, of the suite's {SUITE_BUDGET_S:,} s budget ({total / SUITE_BUDGET_S:.0%})"
+    )
+    slowest = sorted(_durations.items(), key=lambda kv: -kv[1])[:SLOWEST_SHOWN]
+    for nodeid, seconds in slowest:
+        over = f"  OVER its {TEST_BUDGET_S:.0f} s budget" if seconds > TEST_BUDGET_S else ""
+        write(f"{seconds:7.1f} s  {seconds / total:5.1%}  {nodeid}{over}")

@@ -87,6 +87,22 @@ def ctrl_c_enabled() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def outcomes_unless_host_too_busy(result: pytest.RunResult, **outcomes: int) -> None:
+    """``result.assert_outcomes(**outcomes)``, unless this host could not drive the load: a
+    run the plugin's own check flagged client-bound twice (the load generator, not the server,
+    was the limit: the point is INVALID) is the host's reason, and the test skips with it
+    instead of judging figures its host could not produce."""
+    try:
+        result.assert_outcomes(**outcomes)
+    except AssertionError:
+        busy = [line.strip() for line in result.outlines if "client-bound:" in line]
+        if busy:
+            pytest.skip(
+                f"this host was too busy to drive the load (the plugin said: {busy[0][:300]})"
+            )
+        raise
+
+
 def processes_with(marker: str) -> list[psutil.Process]:
     """Live processes whose command line mentions ``marker`` (checked, never assumed)."""
     found = []
