@@ -10,13 +10,18 @@ A stream that wakes after several steps sends one chunk with all of them, as SGL
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pytest_llmperf.sim.model import CostModel, Speculation
+
+if TYPE_CHECKING:
+    from pytest_llmperf.sim.gpu_work import GpuWork
 
 log = logging.getLogger("sglang.sim")
 #: Event-loop timers fire on whole milliseconds; steps shorter than that run late and are
@@ -75,8 +80,12 @@ class Engine:
         faults: Faults | None = None,
         seed: int = 0,
         decode_log_interval: int = 40,
+        gpu: GpuWork | None = None,
     ) -> None:
         self.cost = cost
+        #: GPU mode (sim/gpu_work.py): a decode step is real work on a device, not a sleep.
+        self.gpu = gpu
+        self._gpu_thread: concurrent.futures.ThreadPoolExecutor | None = None
         self.max_running = max_running_requests
         #: The KV cache in tokens: a request is admitted only while its prompt and its whole
         #: output fit beside the running ones' (SGLang reserves the same, then retracts).
@@ -167,6 +176,9 @@ class Engine:
                 self.running.append(req)
                 step_s += self.cost.prefill_s(req.prompt_tokens - req.cached_tokens)
             batch = len(self.running)
+            if self.gpu is not None:
+                await self._gpu_step(loop, step_s)
+                continue
             if self.spec is None:
                 step_s += self.cost.decode_step_s(batch)
             else:
@@ -185,6 +197,18 @@ class Engine:
             delay = deadline - loop.time()
             await asyncio.sleep(delay if delay > 0 else 0)
             self._advance(loop.time())
+
+    async def _gpu_step(self, loop: asyncio.AbstractEventLoop, prefill_s: float) -> None:
+        """A step on the device: the modelled prefill of the requests just admitted, then the
+        weights read (1 / the throughput multiplier times: the hidden slowdown knob)."""
+        assert self.gpu is not None
+        if self._gpu_thread is None:
+            self._gpu_thread = concurrent.futures.ThreadPoolExecutor(1, "sim-gpu")
+        if prefill_s > 0:
+            await asyncio.sleep(prefill_s)
+        reads = 1.0 / self.cost.throughput_multiplier
+        await loop.run_in_executor(self._gpu_thread, self.gpu.step, reads)
+        self._advance(loop.time())
 
     def _advance(self, now: float) -> None:
         self._step_count += 1

@@ -126,6 +126,17 @@ SIM_OPTIONS: dict[str, dict[str, Any]] = {
         "pre-flight, release wait, NVML sampling and hardware key treat it as one (the "
         "simulation itself computes nothing on them)",
     },
+    "--sim-gpu-work-gib": {
+        "type": float,
+        "default": 0.0,
+        "help": "GPU mode (needs torch): hold this many GiB of weights on --sim-gpu-device and "
+        "read them once per decode step, so a step takes the device's real time "
+        "(sim/gpu_work.py). Default: %(default)s (the modelled step)",
+    },
+    "--sim-gpu-device": {
+        "default": "cuda",
+        "help": "with --sim-gpu-work-gib: the torch device (cuda, cuda:1, cpu). Default: %(default)s",
+    },
     "--sim-progress-cr": {
         "action": "store_true",
         "help": "draw progress bars with carriage returns, as SGLang 0.5.23 does",

@@ -24,7 +24,7 @@ import time
 import uuid
 import zlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 
@@ -48,6 +48,9 @@ from pytest_llmperf.sim.model import (
     Speculation,
 )
 from pytest_llmperf.sim.prefix_cache import PrefixCache
+
+if TYPE_CHECKING:
+    from pytest_llmperf.sim.gpu_work import GpuWork
 
 log = logging.getLogger("sglang.sim")
 #: The schedulers' logger: SGLang prefixes each TP rank's lines with ``TPn``.
@@ -116,6 +119,7 @@ class SimServer:
             ),
             seed=args.random_seed or 0,
             decode_log_interval=args.decode_log_interval,
+            gpu=_gpu_work(args),
         )
         self.engine.on_crash = self._crash
         self.prefix_cache = PrefixCache()
@@ -141,6 +145,8 @@ class SimServer:
         # Only the speed factor is configuration; the fault knobs stay hidden, as a real
         # regression would be, so a slowed-down engine is compared (and fails), not INCOMPARABLE.
         info["sim_speed"] = self.args.sim_speed
+        if self.args.sim_gpu_work_gib:  # GPU mode: the weights a step reads are configuration
+            info["sim_gpu_work_gib"] = self.args.sim_gpu_work_gib
         return info
 
     async def load(self) -> None:
@@ -767,3 +773,12 @@ def main(argv: list[str] | None = None) -> int:
     rank_log.propagate = False
     logging.getLogger("aiohttp.server").addFilter(as_uvicorn_says_it)
     return asyncio.run(serve(args, unmodeled))
+
+
+def _gpu_work(args: Any) -> GpuWork | None:
+    """The GPU mode's weights, held before the server answers (as a model's are)."""
+    if not args.sim_gpu_work_gib:
+        return None
+    from pytest_llmperf.sim.gpu_work import GpuWork
+
+    return GpuWork(args.sim_gpu_work_gib, args.sim_gpu_device)
