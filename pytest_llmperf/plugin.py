@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -162,14 +163,16 @@ def _stop_servers_on_sigterm(config: pytest.Config) -> None:
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends pytest at once
-        if signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.SIG_DFL, None):
-            # As Ctrl-C: while a point is measured, asyncio's runner cancels the run and raises
-            # KeyboardInterrupt when it has unwound. Raised here, inside the event loop, it can
-            # land in a transport's callback and be swallowed as a broken stream (seen: uvloop
-            # with aiohttp made it a ClientPayloadError 4 times in 5, and the run went on).
-            signal.raise_signal(signal.SIGINT)
+        why = "SIGTERM: stopping the servers this run started"
+        level = sys.modules.get("pytest_llmperf.load.level")
+        # While a point is measured: its level is cancelled and raises KeyboardInterrupt when
+        # it has unwound. Raised here, inside the event loop, it can land in a transport's
+        # callback and be swallowed as a broken stream (seen: uvloop with aiohttp made it a
+        # ClientPayloadError 4 times in 5, and the run went on). Not through SIGINT: a shell's
+        # background job (a CI script's pytest) has it ignored, and asyncio then has no Ctrl-C.
+        if level is not None and level.interrupt_measurement(why):
             return
-        raise KeyboardInterrupt("SIGTERM: stopping the servers this run started")
+        raise KeyboardInterrupt(why)
 
     def restore() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

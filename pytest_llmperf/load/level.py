@@ -325,17 +325,55 @@ def old_objects_frozen() -> Iterator[None]:
 
 def run_in_fresh_loop(coro: Coroutine[Any, Any, T]) -> T:
     """Run on uvloop where it is installed (its C read path halves the client's cost per
-    chunk, see benchmarks/client_ceiling.py), else on asyncio's default loop."""
+    chunk, see benchmarks/client_ceiling.py), else on asyncio's default loop; a level
+    :func:`interrupt_measurement` cancels ends in KeyboardInterrupt once it has unwound."""
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    with (
-        asyncio.Runner(loop_factory=uvloop.new_event_loop)
-        if hasattr(asyncio, "Runner")
-        else _Uvloop310() as runner
-    ):
-        return runner.run(coro)
+        factory = None
+    else:
+        factory = uvloop.new_event_loop
+    interrupted: list[str] = []
+    try:
+        if not hasattr(asyncio, "Runner"):  # Python 3.10
+            if factory is None:
+                return asyncio.run(_interruptible(coro, interrupted))
+            with _Uvloop310() as runner:
+                return runner.run(_interruptible(coro, interrupted))
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(_interruptible(coro, interrupted))
+    except asyncio.CancelledError:
+        if interrupted:
+            raise KeyboardInterrupt(interrupted[0]) from None
+        raise
+
+
+#: The levels being measured in this process now: (their loop, their task, their reasons).
+_measuring: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any], list[str]]] = []
+
+
+async def _interruptible(coro: Coroutine[Any, Any, T], interrupted: list[str]) -> T:
+    task = asyncio.current_task()
+    assert task is not None
+    entry = (asyncio.get_running_loop(), task, interrupted)
+    _measuring.append(entry)
+    try:
+        return await coro
+    finally:
+        _measuring.remove(entry)
+
+
+def interrupt_measurement(why: str) -> bool:
+    """Cancel every level being measured in this process (from a signal handler: SIGTERM to
+    pytest), as asyncio's runner cancels one on Ctrl-C, so that it unwinds its requests and
+    then raises KeyboardInterrupt(``why``); False when none is. Raising KeyboardInterrupt in
+    the handler instead could land in a transport's callback and be swallowed as a broken
+    stream, and the run go on; and asyncio's own Ctrl-C path is not there when SIGINT is
+    ignored, as it is in a shell's background job, as CI scripts run pytest."""
+    for loop, task, interrupted in list(_measuring):
+        interrupted.append(why)
+        loop.call_soon_threadsafe(task.cancel)
+    return bool(_measuring)
 
 
 class _Uvloop310:

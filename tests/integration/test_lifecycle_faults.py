@@ -133,10 +133,15 @@ def test_loading_progress_is_shown_while_the_server_loads(pytester):
     assert processes_with(marker) == []
 
 
-def test_sigterm_mid_measurement_interrupts_the_run_every_time(pytester):
+@pytest.mark.parametrize(
+    "sigint", [signal.SIG_IGN, signal.SIG_DFL], ids=["sigint-ignored", "sigint-default"]
+)
+def test_sigterm_mid_measurement_interrupts_the_run_every_time(pytester, sigint):
     """SIGTERM while streams are being read: raised as KeyboardInterrupt inside the event loop it
     could land in a transport callback and be swallowed as a broken stream (the run then went
-    on); routed through SIGINT, asyncio cancels the run and pytest stops, every time."""
+    on); the level is cancelled instead, and pytest stops, every time. Also with SIGINT
+    ignored, as a shell's background job has it (a CI script's pytest, and this suite's own in
+    CI: the test hung in 2 full runs of 3 there, and never from a terminal)."""
     pytester.makefile(
         ".toml",
         profiles=f"""
@@ -166,6 +171,7 @@ def test_long(llmperf, llm_concurrency):
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_perf.py",
              "--llm-profile", "paced"],
             cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
         )  # fmt: skip
         try:
             time.sleep(2.5 + 0.3 * attempt)  # measuring by now (runs of about 8 s)
