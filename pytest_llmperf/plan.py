@@ -74,6 +74,8 @@ def levels(
     plans = []
     points = list(points)
     launches = recording_launches(p for p, _ in points)
+    # The base of an engine channel gets all its runs (fixtures/settle.py first_runs).
+    pinned_bases = {p.base_profile for p, _ in points if p.pin_acceptance}
     for profile, c in points:
         if profile.name not in goldens:
             source = profile.origin  # a copy (A/B/A, a later launch) runs like its profile
@@ -86,6 +88,8 @@ def levels(
                 runs = pooled_launch_runs(gold, runs)  # another launch for a golden with runs
             if update_runs is None and runs < RECORD_MAX_RUNS:
                 up_to = RECORD_MAX_RUNS
+        elif profile.name in pinned_bases:
+            runs = profile.runs
         else:
             runs = first_stage(gold, profile.fail_margin, profile.runs)
         speed = sum(gold) / len(gold) if gold else None
