@@ -30,7 +30,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_llmperf.host.gpu_series import CAPPED_BELOW_DEFAULT, held_back_names, reasons_call
+from pytest_llmperf.host.gpu_series import (
+    held_back_names,
+    is_capped,
+    power_limits,
+    reasons_call,
+)
 from pytest_llmperf.host.nvml import Gpu, Nvml
 
 KMSG = Path("/dev/kmsg")
@@ -157,15 +162,12 @@ def _limits(nv: Nvml, gpus: Sequence[Gpu], health: Health) -> None:
     limits, clocks = {}, {}
     for gpu in gpus:
         where, h = gpu.label, gpu.parent
-        enforced = nv.read(where, "its power limit", "nvmlDeviceGetEnforcedPowerLimit", h,
-                           optional=True)  # fmt: skip
-        default = nv.read(where, "its default power limit",
-                          "nvmlDeviceGetPowerManagementDefaultLimit", h, optional=True)  # fmt: skip
+        enforced, default = power_limits(nv, gpu)
         limits[where] = nv.read(where, "its power limit", "nvmlDeviceGetPowerManagementLimit", h,
                                 optional=True)  # fmt: skip
         clocks[where] = nv.read(where, "its max SM clock", "nvmlDeviceGetMaxClockInfo", h,
                                 _const(nv, "NVML_CLOCK_SM", 1), optional=True)  # fmt: skip
-        if enforced and default and enforced < CAPPED_BELOW_DEFAULT * default:
+        if is_capped(enforced, default):
             health.warnings.append(
                 f"{where} is power-capped at {enforced // 1000} W of its default "
                 f"{default // 1000} W (nvidia-smi -pl): a golden of uncapped GPUs is "

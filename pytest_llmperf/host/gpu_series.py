@@ -202,37 +202,19 @@ class GpuSampler:
             return GpuSample(
                 t, gpu.index, energy, None, None, None, 0, self.capped[gpu.index], False
             )
+
+        def number(what: str, call: str, *args: Any) -> float | None:
+            return _number(nv.read(where, what, call, h, *args, optional=True))
+
+        sm, sensor = getattr(nv.nv, "NVML_CLOCK_SM", 1), getattr(nv.nv, "NVML_TEMPERATURE_GPU", 0)
         return GpuSample(
             t,
             gpu.index,
             energy,
-            _watts(
-                _number(nv.read(where, "its power", "nvmlDeviceGetPowerUsage", h, optional=True))
-            ),
-            _number(
-                nv.read(
-                    where,
-                    "its SM clock",
-                    "nvmlDeviceGetClockInfo",
-                    h,
-                    getattr(nv.nv, "NVML_CLOCK_SM", 1),
-                    optional=True,
-                )
-            ),  # fmt: skip
-            _number(
-                nv.read(
-                    where,
-                    "its temperature",
-                    "nvmlDeviceGetTemperature",
-                    h,
-                    getattr(nv.nv, "NVML_TEMPERATURE_GPU", 0),
-                    optional=True,
-                )
-            ),  # fmt: skip
-            int(
-                nv.read(where, "its clock event reasons", reasons_call(nv.nv), h, optional=True)
-                or 0
-            ),  # fmt: skip
+            _watts(number("its power", "nvmlDeviceGetPowerUsage")),
+            number("its SM clock", "nvmlDeviceGetClockInfo", sm),
+            number("its temperature", "nvmlDeviceGetTemperature", sensor),
+            int(number("its clock event reasons", reasons_call(nv.nv)) or 0),
             self.capped[gpu.index],
         )
 
@@ -244,14 +226,23 @@ class GpuSampler:
         return self.samples
 
 
-def _capped(nv: Nvml, gpu: Gpu) -> bool:
-    """Whether the GPU's enforced power limit is below its default (someone capped it)."""
+def power_limits(nv: Nvml, gpu: Gpu) -> tuple[Any, Any]:
+    """The GPU's enforced and default power limits (mW; None where not read)."""
     where, h = gpu.label, gpu.parent
     enforced = nv.read(where, "its power limit", "nvmlDeviceGetEnforcedPowerLimit", h,
                        optional=True)  # fmt: skip
     default = nv.read(where, "its default power limit",
                       "nvmlDeviceGetPowerManagementDefaultLimit", h, optional=True)  # fmt: skip
+    return enforced, default
+
+
+def is_capped(enforced: Any, default: Any) -> bool:
+    """Whether an enforced power limit is below the default one (someone capped the GPU)."""
     return bool(enforced and default and enforced < CAPPED_BELOW_DEFAULT * default)
+
+
+def _capped(nv: Nvml, gpu: Gpu) -> bool:
+    return is_capped(*power_limits(nv, gpu))
 
 
 def start_sampler(env: Mapping[str, str], interval_s: float) -> tuple[GpuSampler | None, list[str]]:
