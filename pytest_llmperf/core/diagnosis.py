@@ -15,7 +15,10 @@ on-call engineer reads "memory-bound" or "over capacity" before opening a profil
   same way). Arrivals outpace the server: over capacity. A closed loop holds them at C.
 
 A series of fewer than :data:`MIN_SAMPLES` samples says nothing. :func:`causes` adds what the
-GPUs say: a GPU held back by power or heat during the runs.
+GPUs say: a GPU held back by power or heat during the runs (host/gpu_series.py), and a GPU at
+its own default power limit for more of the time than when the golden was recorded, by at least
+:data:`MIN_HELD_SHARE` of the samples (at full load a GPU sits
+at its limit as a matter of course: only more of it than the golden's is a cause).
 """
 
 from __future__ import annotations
@@ -24,19 +27,24 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_llmperf.core.points import MeasuredPoint, Point
+from pytest_llmperf.core.points import POWER_CAP_SHARE, MeasuredPoint, Point
 
 KV_FULL = 0.95
 MOST = 0.5
 MIN_GROWTH = 4.0
 ALPHA = 0.01
 MIN_SAMPLES = 6
+#: A reason a GPU was held back in less than this share of a window's samples is not named
+#: (host/gpu_series.py); a GPU's time at its default power limit is named only where it
+#: exceeds the golden's by at least this share.
+MIN_HELD_SHARE = 0.10
 
 
-def causes(point: Point) -> list[str]:
+def causes(point: Point, golden: Mapping[str, Any] | None = None) -> list[str]:
     """The lines a FAIL or WARN of ``point`` adds from what was sampled through its runs: the
     server's own cause (:func:`explain`), and a GPU held back by power or heat (slower may be
-    the clocks', not the server's)."""
+    the clocks', not the server's), the power limit counted against ``golden`` (the golden
+    point's fields)."""
     if not isinstance(point, MeasuredPoint):
         return []
     lines = []
@@ -44,12 +52,28 @@ def causes(point: Point) -> list[str]:
     if cause:
         lines.append(f"the server's own metrics: {cause}")
     held = sorted({h for run in point.runs for h in run.gpu_held_back})
+    more = at_power_limit_more(point.power_cap_share, (golden or {}).get(POWER_CAP_SHARE))
+    if more:
+        held.append(more)
     if held:
         lines.append(
             f"the GPU was held back during its runs ({'; '.join(held)}): slower may be the "
             "clocks', not the server's; check the node's power and cooling"
         )
     return lines
+
+
+def at_power_limit_more(tonight: float | None, golden: Any) -> str | None:
+    """A GPU at its default power limit for at least MIN_HELD_SHARE more of the samples than
+    when the golden was recorded, as a held-back clause; None (also where either is unknown)."""
+    if tonight is None or not isinstance(golden, (int, float)) or isinstance(golden, bool):
+        return None
+    if tonight < MIN_HELD_SHARE or tonight - golden < MIN_HELD_SHARE:
+        return None
+    return (
+        f"at its power limit, power cap (software), in {tonight:.0%} of samples, "
+        f"{golden:.0%} when the golden was recorded"
+    )
 
 
 def explain(series: Mapping[str, Any] | None) -> str | None:

@@ -361,6 +361,9 @@ class RunMetrics:
     energy_j_per_token: float | None = None
     tok_s_per_watt: float | None = None
     gpu_held_back: tuple[str, ...] = ()
+    #: The highest share of the window's samples in which a GPU at its default power limit
+    #: was at that limit (normal at full load: compared with the golden's, core/diagnosis.py).
+    gpu_power_cap_share: float | None = None
     #: The server launch that measured it (a point confirmed on a fresh launch has runs of
     #: several).
     launch_id: str | None = None

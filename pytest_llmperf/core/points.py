@@ -45,6 +45,11 @@ def unit_of(metric: str) -> str:
     return figure_of(metric).unit
 
 
+#: The golden point's field that keeps the share of samples its GPUs were at their default
+#: power limit (:attr:`MeasuredPoint.power_cap_share`).
+POWER_CAP_SHARE = "gpu_power_cap_share"
+
+
 @dataclass(kw_only=True)
 class Point:
     """What every kind of point shares: where it comes from and how its check ended."""
@@ -273,15 +278,26 @@ class MeasuredPoint(Point):
             for value, launch, r in zip(self.values, self.run_launches, self.runs)
         ]
 
+    @property
+    def power_cap_share(self) -> float | None:
+        """The runs' mean share of samples with a GPU at its default power limit (None: no
+        GPU sampled at its default limit)."""
+        shares = [r.gpu_power_cap_share for r in self.runs if r.gpu_power_cap_share is not None]
+        return sum(shares) / len(shares) if shares else None
+
     def extra_golden_fields(self) -> dict[str, Any]:
         """A rate level the server could not keep up with keeps why (for the next reader); a
-        point recorded with a profiled run keeps its kernel-time summary."""
+        point recorded with a profiled run keeps its kernel-time summary; one whose GPUs were
+        sampled keeps how much of the time they were at their power limit (core/diagnosis.py
+        compares tonight's with it)."""
         extra: dict[str, Any] = {}
         if self.rate is not None and not self.sustainable:
             extra["saturation"] = self.saturation
         summary = (self.server_profile or {}).get("summary")
         if summary:
             extra["kernel_summary"] = summary
+        if self.power_cap_share is not None:
+            extra[POWER_CAP_SHARE] = round(self.power_cap_share, 4)
         return extra
 
     def run_average(self, figure: Callable[[RunMetrics], float | None]) -> float:

@@ -25,7 +25,7 @@ from typing import Any
 
 from pytest_llmperf.core.format import format_value
 from pytest_llmperf.core.nodeid import NodeId
-from pytest_llmperf.core.points import PendingRun, unit_of, unrecordable
+from pytest_llmperf.core.points import POWER_CAP_SHARE, PendingRun, unit_of, unrecordable
 from pytest_llmperf.core.stats import Summary, finite_or_none
 from pytest_llmperf.errors import LLMPerfError
 from pytest_llmperf.files import confined, write_json_atomic
@@ -215,7 +215,7 @@ def _recorded(point: PendingPoint, old: GoldenPoint | None, now: str) -> GoldenP
             **{
                 k: v
                 for k, v in (old.extra if old else {}).items()
-                if k not in ("sustainable", "saturation", "kernel_summary")
+                if k not in ("sustainable", "saturation", "kernel_summary", POWER_CAP_SHARE)
             },
             **({} if point.sustainable else {"sustainable": False}),
             **point.extra,

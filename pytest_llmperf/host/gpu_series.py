@@ -17,8 +17,10 @@ bracket has no energy figure: it is never extrapolated, and the point says so.
 **Held back.** A run's line names a reason NVML gives for holding the clocks back (power cap,
 thermal, power brake) when it held in at least :data:`MIN_HELD_SHARE` of the window's samples.
 A GPU at its power limit under full load sets "power cap (software)" as a matter of course: it
-is named only on a GPU capped below its default limit. Hardware slowdown is named once, by its
-specific cause (thermal or power brake) where NVML gives one.
+is named only on a GPU capped below its default limit, or where its share of the window
+(``power_cap_share``, kept with the golden) exceeds the golden's by at least
+:data:`MIN_HELD_SHARE` (core/diagnosis.py). Hardware slowdown is named once, by its specific
+cause (thermal or power brake) where NVML gives one.
 
 The sampler is a thread of the pytest process: each sample is a handful of NVML calls that
 return in microseconds, so it never holds the interpreter's lock long enough to delay a
@@ -35,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmperf.core.diagnosis import MIN_HELD_SHARE
 from pytest_llmperf.host.nvml import Gpu, Nvml
 
 #: NVML's clock event reasons (``nvmlClocksEventReason*``) that mean the GPU was held back by
@@ -47,8 +50,6 @@ HELD_BACK = {
     0x80: "power brake (hardware)",
 }
 SW_POWER_CAP, HW_SLOWDOWN, HW_CAUSES = 0x4, 0x8, 0x40 | 0x80
-#: A reason held in less than this share of a window's samples is not named.
-MIN_HELD_SHARE = 0.10
 #: An enforced power limit below this share of the default one is a cap someone set.
 CAPPED_BELOW_DEFAULT = 0.98
 #: How often the energy counter alone is read (it moves every 100 ms).
@@ -90,6 +91,10 @@ class GpuWindow:
     held_back: list[str] = field(default_factory=list)
     #: Why there is no energy figure although the GPUs were sampled (None: there is one).
     energy_missing: str | None = None
+    #: The highest share of the window's samples in which a GPU at its default power limit was
+    #: at that limit ("power cap (software)": normal at full load, so compared with the
+    #: golden's, never named alone); None where no such GPU was sampled in the window.
+    power_cap_share: float | None = None
 
 
 def window(samples: Sequence[GpuSample], start: float, end: float) -> GpuWindow:
@@ -101,6 +106,7 @@ def window(samples: Sequence[GpuSample], start: float, end: float) -> GpuWindow:
     missing = []
     powers: list[float] = []
     held: list[str] = []
+    at_limit: list[float] = []
     for gpu, trace in sorted(by_gpu.items()):
         used = _rise(trace, start, end)
         if used is None:
@@ -109,6 +115,9 @@ def window(samples: Sequence[GpuSample], start: float, end: float) -> GpuWindow:
         inside = [s for s in trace if s.full and start <= s.t <= end]
         powers += [s.power_w for s in inside if s.power_w is not None]
         held += _held(gpu, inside)
+        uncapped = [s for s in inside if not s.capped]
+        if uncapped:
+            at_limit.append(sum(bool(s.reasons & SW_POWER_CAP) for s in uncapped) / len(uncapped))
     mean_power = sum(powers) / len(powers) * len(by_gpu) if powers else None
     why = None
     if missing and by_gpu:
@@ -117,7 +126,11 @@ def window(samples: Sequence[GpuSample], start: float, end: float) -> GpuWindow:
             f"both sides of the window ({end - start:.2f} s)"
         )
     return GpuWindow(
-        energy / 1000 if energy is not None and by_gpu else None, mean_power, held, why
+        energy / 1000 if energy is not None and by_gpu else None,
+        mean_power,
+        held,
+        why,
+        max(at_limit) if at_limit else None,
     )
 
 

@@ -157,6 +157,9 @@ RUN_FIELDS = {
     "energy_j_per_token, so the two multiply to 1)",
     "gpu_held_back": "how a GPU was held back by power or heat during the window, per GPU and "
     "reason, with the share of samples (empty: never)",
+    "gpu_power_cap_share": "the highest share of the window's samples in which a GPU at its "
+    "default power limit was at that limit (normal at full load; named only when above the "
+    "golden's); null: not sampled",
     "achieved_concurrency": "Σ e2e ÷ duration: the concurrency the server saw",
     "in_flight_while_sending": "requests in flight on average while the client was sending",
     "client_gap_s": "the client's idle time between a response and the next request",

@@ -158,6 +158,7 @@ def with_gpu_figures(
                 energy_j_per_token=joules / tokens if joules else None,
                 tok_s_per_watt=tokens / joules if joules else None,
                 gpu_held_back=tuple(gpus.held_back),
+                gpu_power_cap_share=gpus.power_cap_share,
             )
         )
     return out

@@ -36,9 +36,9 @@ class EnergyNVML(types.ModuleType):
     class NVMLError(Exception):
         pass
 
-    def __init__(self, capped: set[int] = frozenset()) -> None:
+    def __init__(self, capped: set[int] = frozenset(), at_limit: set[int] = frozenset()) -> None:
         super().__init__("pynvml")
-        self.capped, self.started = capped, time.monotonic()
+        self.capped, self.at_limit, self.started = capped, at_limit, time.monotonic()
 
     def nvmlInit(self):
         pass
@@ -77,7 +77,7 @@ class EnergyNVML(types.ModuleType):
         return 71
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
-        return 0x4 if handle in self.capped else 0x0  # software power cap
+        return 0x4 if handle in self.capped | self.at_limit else 0x0  # software power cap
 
     def nvmlDeviceGetEnforcedPowerLimit(self, handle):
         return 450_000 if handle in self.capped else 700_000  # capped: below its default
@@ -88,8 +88,8 @@ class EnergyNVML(types.ModuleType):
 
 @pytest.fixture
 def nvml(monkeypatch):
-    def install(capped: set[int] = frozenset()) -> EnergyNVML:
-        fake = EnergyNVML(capped)
+    def install(capped: set[int] = frozenset(), at_limit: set[int] = frozenset()) -> EnergyNVML:
+        fake = EnergyNVML(capped, at_limit)
         monkeypatch.setitem(sys.modules, "pynvml", fake)
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
         return fake
@@ -157,6 +157,41 @@ def test_a_gpu_at_its_power_cap_is_flagged_in_the_run_and_the_verdict(pytester, 
     )  # fmt: skip
 
 
+def test_a_gpu_at_its_default_limit_is_named_only_for_more_of_the_time_than_the_golden(
+    pytester, nvml
+):
+    """A GPU at its own default power limit under load is normal operation: a slower night at
+    the limit as much as when the golden was recorded blames nothing; one at it for more of the
+    time than the golden's share (the field the golden point keeps) names it."""
+    args = energy_project(pytester, suite=SUITE.replace(
+        '    llmperf.check(point, metric="energy_j_per_token")\n', ""))  # fmt: skip
+    nvml(at_limit={1})
+    pytester.runpytest(*args, "--perf-update").assert_outcomes(passed=1)
+    path = next((pytester.path / "baselines" / "sim-base").glob("*.json"))
+    golden = json.loads(path.read_text())
+    (entry,) = golden["points"].values()
+    assert entry["gpu_power_cap_share"] == 1.0
+    (pytester.path / "profiles.toml").write_text(
+        (pytester.path / "profiles.toml")
+        .read_text()
+        .replace('"--sim-speed", "20"', '"--sim-speed", "20", "--sim-throughput-multiplier", "0.6"')
+    )
+    pytester.runpytest(*args).assert_outcomes(failed=1)
+    (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+    assert point["verdict"] == "FAIL" and "held back" not in point["message"], point["message"]
+    assert [run["gpu_power_cap_share"] for run in point["runs"]] == [1.0] * len(point["runs"])
+    # The same night against a golden whose GPUs were at their limit a quarter of the time.
+    entry["gpu_power_cap_share"] = 0.25
+    path.write_text(json.dumps(golden, indent=2, sort_keys=True) + "\n")
+    pytester.runpytest(*args).assert_outcomes(failed=1)
+    (point,) = json.loads((pytester.path / "out.json").read_text())["points"]
+    assert point["verdict"] == "FAIL"
+    assert (
+        "the GPU was held back during its runs (at its power limit, power cap (software), in "
+        "100% of samples, 25% when the golden was recorded): slower may be the clocks'"
+    ) in point["message"], point["message"]
+
+
 ENERGY_ONLY = """
 def test_output_throughput(llmperf, llm_concurrency):
     point = llmperf.measure(concurrency=llm_concurrency)
@@ -164,7 +199,7 @@ def test_output_throughput(llmperf, llm_concurrency):
 """
 
 
-def energy_project(pytester, on_gpus: bool = True) -> tuple[str, ...]:
+def energy_project(pytester, on_gpus: bool = True, suite: str = ENERGY_ONLY) -> tuple[str, ...]:
     write_profiles(pytester, concurrency="[4]", output_len=128, runs=3, min_requests=8,
                    extra_args=ON_GPUS if on_gpus else "")  # fmt: skip
     (pytester.path / "profiles.toml").write_text(
@@ -172,7 +207,7 @@ def energy_project(pytester, on_gpus: bool = True) -> tuple[str, ...]:
         .read_text()
         .replace("min_requests = 8\n", "min_requests = 8\nmetrics_interval_s = 0.05\n", 1)
     )
-    pytester.makepyfile(test_perf=ENERGY_ONLY)
+    pytester.makepyfile(test_perf=suite)
     return ("--llm-profile", "sim-base", "-p", "no:randomly", "--perf-json", "out.json")
 
 

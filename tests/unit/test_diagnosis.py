@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from pytest_llmperf.core.diagnosis import explain
 from pytest_llmperf.servers.series import ServerSeries, combined
 
@@ -109,3 +111,32 @@ def test_a_gpu_held_back_by_its_power_cap_is_named_with_its_share():
     assert window(at_limit, 100.0, 110.0).held_back == []
     idle = gpu_trace(0, 80.0, 10, reasons=0x1)  # idle: a reason, but not holding it back
     assert window(idle, 100.0, 110.0).held_back == []
+
+
+def test_the_share_at_the_default_power_limit_is_kept_and_named_only_above_the_goldens():
+    from dataclasses import replace
+
+    from pytest_llmperf.core.diagnosis import at_power_limit_more, causes
+    from pytest_llmperf.host.gpu_series import window
+    from tests.builders import measured
+
+    at_limit = [s if s.t < 106 else replace(s, reasons=0x4) for s in gpu_trace(1, 700.0, 10)]
+    w = window(gpu_trace(0, 300.0, 10) + at_limit, 100.0, 110.0)
+    assert w.power_cap_share == pytest.approx(5 / 11) and w.held_back == []  # the higher GPU
+    capped = [replace(s, capped=True) for s in at_limit]  # a capped GPU is named, not shared
+    assert window(capped, 100.0, 110.0).power_cap_share is None
+    assert at_power_limit_more(0.95, 0.40) == (
+        "at its power limit, power cap (software), in 95% of samples, 40% when the golden was "
+        "recorded"
+    )
+    assert at_power_limit_more(0.45, 0.40) is None  # within MIN_HELD_SHARE of the golden's
+    assert at_power_limit_more(0.08, 0.0) is None  # under MIN_HELD_SHARE
+    assert at_power_limit_more(0.95, None) is None  # a golden recorded without NVML
+    assert at_power_limit_more(None, 0.0) is None  # tonight not sampled
+    point = measured("p", 1, [100.0, 101.0])
+    point.runs = [replace(r, gpu_power_cap_share=v) for r, v in zip(point.runs, (0.9, 1.0))]
+    assert point.power_cap_share == pytest.approx(0.95)
+    assert point.extra_golden_fields() == {"gpu_power_cap_share": 0.95}
+    assert causes(point, {"gpu_power_cap_share": 0.9}) == []
+    (line,) = causes(point, {"gpu_power_cap_share": 0.5})
+    assert line.startswith("the GPU was held back during its runs (at its power limit, power cap")

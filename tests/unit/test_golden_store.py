@@ -44,6 +44,18 @@ def test_record_merge_and_pool(tmp_path):
     assert not list(path.parent.glob("*.tmp"))
 
 
+def test_a_power_cap_share_is_kept_with_its_recording_and_dropped_by_one_without(tmp_path):
+    """The share of samples a GPU sat at its power limit belongs to the recording that
+    sampled it: pooling keeps the newest recording's, a recording without GPUs drops it."""
+    path = tmp_path / "p" / "sim.json"
+    sampled = pending(path, [100.0])
+    sampled.points[0].extra = {"gpu_power_cap_share": 0.4}
+    baseline.flush([sampled])
+    assert baseline.load(path).point("t.py::test[C=1]").extra["gpu_power_cap_share"] == 0.4
+    baseline.flush([pending(path, [101.0], pool=True)])
+    assert "gpu_power_cap_share" not in baseline.load(path).point("t.py::test[C=1]").extra
+
+
 def test_new_hard_keys_drop_points_recorded_under_the_old_ones(tmp_path):
     path = tmp_path / "p" / "sim.json"
     baseline.flush([pending(path, [1.0], key="a"), pending(path, [1.0], key="b")])

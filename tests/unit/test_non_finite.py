@@ -27,6 +27,7 @@ SCALARS = (
     "duration_s", "output_tok_s", "accept_length", "accept_length_observed", "achieved_concurrency",
     "in_flight_while_sending", "client_gap_s", "client_cpu_fraction", "goodput_req_s",
     "energy_j", "energy_j_per_token", "tok_s_per_watt", "reasoning_tokens", "reasoning_share",
+    "gpu_power_cap_share",
 )  # fmt: skip
 #: Figures by a name of the workload's (a category of its requests).
 BY_NAME = ("accept_length_by_category",)
