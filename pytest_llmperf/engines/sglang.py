@@ -22,8 +22,10 @@ from pytest_llmperf.engines.base import Engine, Prepared
 if TYPE_CHECKING:
     from pytest_llmperf.profiles import Profile
 
-#: The first SGLang that reports speculative counts over the OpenAI API (when asked).
+#: The first SGLang that reports speculative counts over the OpenAI API (when asked), on its
+#: completions and its chat endpoint alike (``return_spec_tokens_details``).
 SPEC_DETAILS_OVER_OPENAI = (0, 5, 19)
+OPENAI_APIS = ("openai", "chat")
 #: The serving stack whose versions join the soft fingerprint (the server's own version is
 #: ``server_version``): a new FlashInfer or NCCL under the same SGLang is worth seeing.
 PACKAGES = (
@@ -184,11 +186,11 @@ class SGLangEngine(Engine):
         return _int_or_none(server_args.get("speculative_num_steps")), _int_or_none(max_bs)
 
     def request_extras(self, profile: Profile, info: Mapping[str, Any]) -> dict[str, Any]:
-        """Over the OpenAI API, SGLang sends a speculative server's verify counts only when
-        asked (0.5.19+)."""
+        """Over the OpenAI APIs (completions and chat: a thinking model's), SGLang sends a
+        speculative server's verify counts only when asked (0.5.19+)."""
         version = parse_version(str(server_info(info).get("version")))
         if (
-            profile.api == "openai"
+            profile.api in OPENAI_APIS
             and profile.speculative
             and version
             and version >= SPEC_DETAILS_OVER_OPENAI
@@ -199,7 +201,7 @@ class SGLangEngine(Engine):
     def accept_length_note(self, profile: Profile, info: Mapping[str, Any]) -> str | None:
         version = parse_version(str(server_info(info).get("version")))
         if (
-            profile.api == "openai"
+            profile.api in OPENAI_APIS
             and profile.speculative
             and version
             and version < SPEC_DETAILS_OVER_OPENAI

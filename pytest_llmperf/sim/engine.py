@@ -95,6 +95,7 @@ class Engine:
         self.decode_log_interval = decode_log_interval
         self._rng = random.Random(seed)
         self._p_accept = speculation.accept_probability if speculation else 0.0
+        self._p_accept_thinking = speculation.thinking_accept_probability if speculation else 0.0
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self._work = asyncio.Event()
@@ -225,7 +226,10 @@ class Engine:
                 if self.spec is None
                 else pinned
                 if pinned is not None
-                else self.spec.sample_tokens(req.accept_rng or self._rng, self._p_accept)
+                else self.spec.sample_tokens(
+                    req.accept_rng or self._rng,
+                    self._p_accept_thinking if req.generated < req.thinking else self._p_accept,
+                )
             )
             gain = min(gain, req.target_tokens - req.generated)
             if self.faults.stall_after_tokens and not req.internal:

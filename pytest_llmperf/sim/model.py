@@ -112,6 +112,9 @@ class Speculation:
 
     num_steps: int = DEFAULT_NUM_STEPS
     accept_length: float = DEFAULT_ACCEPT_LENGTH
+    #: The accept length while a request thinks (None: ``accept_length``): a drafter accepts
+    #: more or less of a model's thinking than of its answers.
+    thinking_accept_length: float | None = None
 
     @property
     def num_draft_tokens(self) -> int:
@@ -120,7 +123,17 @@ class Speculation:
     @property
     def accept_probability(self) -> float:
         """p such that E[1 + accepted] = 1 + p + p² + … + p^num_steps = accept_length."""
-        target = min(max(self.accept_length, 1.0), float(self.num_draft_tokens))
+        return self.probability_for(self.accept_length)
+
+    @property
+    def thinking_accept_probability(self) -> float:
+        """The same p for the tokens a request thinks."""
+        if self.thinking_accept_length is None:
+            return self.accept_probability
+        return self.probability_for(self.thinking_accept_length)
+
+    def probability_for(self, accept_length: float) -> float:
+        target = min(max(accept_length, 1.0), float(self.num_draft_tokens))
         lo, hi = 0.0, 1.0
         for _ in range(60):
             mid = (lo + hi) / 2

@@ -103,7 +103,10 @@ class SimServer:
         if args.speculative_algorithm and args.speculative_algorithm != "NGRAM":
             steps = args.speculative_num_steps or 3
             self.speculation = Speculation(
-                num_steps=steps, accept_length=args.sim_accept_length, **pinned_acceptance(args)
+                num_steps=steps,
+                accept_length=args.sim_accept_length,
+                thinking_accept_length=args.sim_thinking_accept_length,
+                **pinned_acceptance(args),
             )
         max_running = args.max_running_requests
         if max_running is None:

@@ -134,3 +134,83 @@ def test_thinking_needs_the_chat_api(pytester):
         ["*profiles.toml: profile 'x', field 'thinking': the thinking switch is the chat "
          "template's*set api = \"chat\" or remove thinking."]
     )  # fmt: skip
+
+
+#: A speculative thinking model in both modes: its drafter accepts more of the thinking
+#: (``{thinking_accept}``) than of the answer (2.6), so a request that thinks 48 of its 64
+#: tokens reads about 2.9, one that does not 2.6 (as InferenceX's Kimi-K2.5 EAGLE-3 goldens
+#: differ: 2.88 thinking on, 2.75 off). Each mode its own profile, golden and floor. A release
+#: that reports draft counts over the chat API when asked (0.5.19+), as a thinking model is
+#: served.
+SPEC_PROFILES = """
+[profiles.common]
+engine = "sim"
+model = "sim/thinker"
+api = "chat"
+args = ["--sim-load-time", "0.2", "--sim-speed", "4", "--reasoning-parser", "kimi_k2",
+        "--sim-thinking-tokens", "48", "--speculative-algorithm", "EAGLE3",
+        "--speculative-num-steps", "3", "--sim-accept-length", "2.6",
+        "--sim-thinking-accept-length", "{thinking_accept}", "--sim-report-version", "0.5.23"]
+concurrency = [1]
+runs = 3
+output_len = 64
+min_requests = 8
+fail_margin = 0.06
+warn_margin = 0.03
+launch_cv = 0.01
+ready_timeout_s = 30
+shutdown_timeout_s = 5
+
+[profiles.thinking-on]
+extends = "common"
+thinking = true
+accept_length_floor = 2.5
+
+[profiles.thinking-off]
+extends = "common"
+thinking = false
+accept_length_floor = 2.4
+"""
+ACCEPTANCE_SUITE = """
+import pytest
+
+
+@pytest.mark.llmperf(speculative=True)
+def test_acceptance(llmperf):
+    llmperf.check(llmperf.acceptance(), metric="accept_length")
+"""
+
+
+def test_acceptance_is_judged_per_thinking_mode_and_a_drafter_worse_at_thinking_fails_only_it(
+    pytester,
+):
+    def drafter(thinking_accept: float) -> None:
+        pytester.makefile(".toml", profiles=SPEC_PROFILES.format(thinking_accept=thinking_accept))
+
+    pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\n")
+    pytester.makepyfile(test_perf=ACCEPTANCE_SUITE)
+    args = ("--llm-profile", "thinking-on,thinking-off", "-p", "no:randomly",
+            "--perf-json", "out.json")  # fmt: skip
+    drafter(3.2)
+    pytester.runpytest(*args, "--perf-update").assert_outcomes(passed=2)
+    golden = {
+        mode: json.loads((pytester.path / f"baselines/thinking-{mode}/sim.json").read_text())
+        for mode in ("on", "off")
+    }
+    (on,), (off,) = (list(golden[m]["points"].values()) for m in ("on", "off"))
+    print(
+        f"accept length: thinking on {on['summary']['mean']:.2f}, off {off['summary']['mean']:.2f}"
+    )
+    assert on["summary"]["mean"] > off["summary"]["mean"] + 0.2
+    assert off["summary"]["mean"] == pytest.approx(2.6, rel=0.05)
+    # The drafter worse at thinking only: the thinking-on acceptance FAILs against its golden
+    # (still above its floor); thinking-off's, against its own golden, does not move.
+    drafter(2.6)
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1, failed=1)
+    verdicts = {
+        p["profile"]: (p["verdict"], p["ratio"])
+        for p in json.loads((pytester.path / "out.json").read_text())["points"]
+    }
+    assert verdicts["thinking-on"][0] == "FAIL" and verdicts["thinking-on"][1] < 0.94, verdicts
+    assert verdicts["thinking-off"][0] == "PASS", verdicts
