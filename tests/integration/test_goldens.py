@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from tests.helpers import THROUGHPUT_SUITE, write_profiles
+from tests.helpers import THROUGHPUT_SUITE, outcomes_unless_host_too_busy, write_profiles
 
 
 def golden(pytester, profile="sim-base"):
@@ -379,7 +379,9 @@ def test_a_recordings_later_launch_measures_no_open_loop(pytester, project):
     planned.stdout.fnmatch_lines(["  sim-base: 20 requests/s; 5 runs per level; *"])
     planned.stdout.no_fnmatch_line("  sim-base@launch2: 20 requests/s*")
     recorded = pytester.runpytest(*args)
-    recorded.assert_outcomes(passed=6, skipped=1)
+    # A stall of this host (100-200 ms late sends, twice in a run) makes a rate level INVALID:
+    # its reason, not a figure to judge (a full run on 2 cores had one).
+    outcomes_unless_host_too_busy(recorded, passed=6, skipped=1)
     recorded.stdout.fnmatch_lines(
         ["SKIPPED *sim-base@launch2: a recording's later launch re-measures the closed-loop "
          "levels only; open-loop points (rate levels, capacity, trace replays) are recorded on "
