@@ -379,8 +379,10 @@ def test_a_recordings_later_launch_measures_no_open_loop(pytester, project):
     planned.stdout.fnmatch_lines(["  sim-base: 20 requests/s; 5 runs per level; *"])
     planned.stdout.no_fnmatch_line("  sim-base@launch2: 20 requests/s*")
     recorded = pytester.runpytest(*args)
-    # A stall of this host (100-200 ms late sends, twice in a run) makes a rate level INVALID:
-    # its reason, not a figure to judge (a full run on 2 cores had one).
+    # Run 2 of each rate level here is client-bound (sent 130-170 ms late at p90), alone on an
+    # idle machine too, and measured again; when the run measured again is late as well the
+    # level is INVALID. The cause is in the client or its setup, not yet found: until it is,
+    # the test skips with the plugin's line rather than fail on a figure it could not measure.
     outcomes_unless_host_too_busy(recorded, passed=6, skipped=1)
     recorded.stdout.fnmatch_lines(
         ["SKIPPED *sim-base@launch2: a recording's later launch re-measures the closed-loop "
