@@ -17,8 +17,8 @@ on-call engineer reads "memory-bound" or "over capacity" before opening a profil
 A series of fewer than :data:`MIN_SAMPLES` samples says nothing. :func:`causes` adds what the
 GPUs say: a GPU held back by power or heat during the runs (host/gpu_series.py), and a GPU at
 its own default power limit for more of the time than when the golden was recorded, by at least
-:data:`MIN_HELD_SHARE` of the samples (at full load a GPU sits
-at its limit as a matter of course: only more of it than the golden's is a cause).
+:data:`MIN_HELD_SHARE` of the samples (at full load a GPU sits at its limit as a matter of
+course: only more of it than the golden's is a cause).
 """
 
 from __future__ import annotations

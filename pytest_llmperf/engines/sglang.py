@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 #: The first SGLang that reports speculative counts over the OpenAI API (when asked), on its
 #: completions and its chat endpoint alike (``return_spec_tokens_details``).
 SPEC_DETAILS_OVER_OPENAI = (0, 5, 19)
+#: The profile APIs that go through SGLang's OpenAI-compatible server (completions, chat).
 OPENAI_APIS = ("openai", "chat")
 #: The serving stack whose versions join the soft fingerprint (the server's own version is
 #: ``server_version``): a new FlashInfer or NCCL under the same SGLang is worth seeing.
