@@ -17,6 +17,7 @@ run in which the client, not the server, set the pace can be told apart (see
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pytest_llmperf.load.level import (
     Abort,
     ClosedPlan,
     InFlight,
+    ReadyRun,
     Source,
     Window,
     request_source,
@@ -260,9 +262,7 @@ class ClosedLevel:
             sender, self.workload.api, source, c, c, self.timeout_s, abort=abort
         )
 
-    async def run(
-        self, k: int, sender: httpx.AsyncBaseTransport, client: httpx.AsyncClient, abort: Abort
-    ) -> RunRecords:
+    def prepare(self, k: int, client: httpx.AsyncClient) -> ReadyRun:
         plan = self.plan
         window, prebuild = None, plan.n_requests
         if plan.window_s is not None:
@@ -271,6 +271,17 @@ class ClosedLevel:
             window = Window(plan.window_s, settle_s=settle)
             prebuild = WINDOW_PREBUILD_PER_SLOT * plan.concurrency
         source = request_source(client, self.workload, plan.first_run + k - 1, prebuild=prebuild)
+        return functools.partial(self._run, k, source, window)
+
+    async def _run(
+        self,
+        k: int,
+        source: Source,
+        window: Window | None,
+        sender: httpx.AsyncBaseTransport,
+        abort: Abort,
+    ) -> RunRecords:
+        plan = self.plan
         return await closed_loop(
             sender,
             self.workload.api,

@@ -4,9 +4,11 @@ A level is a plan, typed by how its requests are sent: :class:`ClosedPlan` (C re
 flight, :mod:`~pytest_llmperf.load.closed_loop`), :class:`OpenPlan` (arrivals on a seeded
 schedule at a rate, :mod:`~pytest_llmperf.load.open_loop`) and :class:`TracePlan` (a trace's
 arrivals at their own times). :func:`measure_level_async` runs any of them the same way: one
-client, a warm-up, then the plan's runs, each after ``before_run`` (no request in flight: the
-cache flush, the workers' barrier), with the collector's old objects frozen, and the level ended
-early when the server refused a whole run. The loops are peers over what this module gives
+client, a warm-up, then the plan's runs, each prepared (its requests built, the level's own
+checks made) before ``before_run`` (no request in flight: the cache flush, the workers' barrier,
+an open loop's shared start), so that nothing of unknown cost lies between that start and the
+first send, with the collector's old objects frozen, and the level ended early when the server
+refused a whole run. The loops are peers over what this module gives
 them: :class:`InFlight`, the requests of a run in flight, with the one stall watchdog and the
 one cut at a window's close; :class:`Abort`, the flag a stall sets for the rest of the level;
 :func:`request_source`, the requests a run sends.
@@ -197,6 +199,8 @@ class InFlight:
 #: ``source(i, share)``: request i as sent (its output length scaled by ``share``), the output
 #: tokens it asks for, and the prompt tokens the server must report (None: not known).
 Source = Callable[[int, float], tuple[httpx.Request, int, int | None]]
+#: A run made ready by :meth:`Loop.prepare`: it sends as soon as it is awaited.
+ReadyRun = Callable[[httpx.AsyncBaseTransport, Abort], Awaitable[RunRecords]]
 
 
 def request_source(
@@ -253,10 +257,9 @@ class Loop(Protocol):
         self, sender: httpx.AsyncBaseTransport, client: httpx.AsyncClient, abort: Abort
     ) -> RunRecords: ...
 
-    async def run(
-        self, k: int, sender: httpx.AsyncBaseTransport, client: httpx.AsyncClient, abort: Abort
-    ) -> RunRecords:
-        """Measured run ``k`` (1-based)."""
+    def prepare(self, k: int, client: httpx.AsyncClient) -> ReadyRun:
+        """Measured run ``k`` (1-based), with everything it costs before its first send (its
+        schedule, its requests) paid now, before the start is set."""
         ...
 
     def finished(self, runs: list[RunRecords], abort: Abort) -> bool:
@@ -289,12 +292,18 @@ async def measure_level_async(
             warmup = await loop.warm_up(sender, client, abort)
             stop_if_refused(warmup, abort)
         for k in range(1, plan.runs + 1):
-            if before_run is not None:
-                await before_run(client)
-            if loop.finished(measured, abort):
-                break
+            # Whatever the next run costs before its first send (the level's own checks on the
+            # runs so far: seen, a 0.2 s import; its requests; a collection) is paid before
+            # before_run sets an open loop's start: paid after, it sent run 2 of every level late.
+            ended = loop.finished(measured, abort)
             with old_objects_frozen():
-                measured.append(await loop.run(k, sender, client, abort))
+                ready = loop.prepare(k, client)
+                if before_run is not None:
+                    await before_run(client)
+                # Decided again after the barrier, where every worker sees the same abort.
+                if ended or loop.finished(measured, abort):
+                    break
+                measured.append(await ready(sender, abort))
             stop_if_refused(measured[-1], abort)
     if warmup is not None and warmup.aborted and warmup.records:
         return [replace(warmup, warmup=True)]

@@ -26,6 +26,7 @@ out the window would only queue more (see
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from pytest_llmperf.load.level import (
     Abort,
     InFlight,
     OpenPlan,
+    ReadyRun,
     Source,
     TracePlan,
     request_source,
@@ -83,17 +85,27 @@ class Schedule:
     max_concurrency: int | None = None
 
 
+Built = dict[int, tuple[httpx.Request, int, int | None]]
+
+
+def build_requests(source: Source, schedule: Schedule) -> Built:
+    """Every request this process sends in ``schedule``, built before the run (and before its
+    start is set): none costs the client time while it sends."""
+    return {i: source(i, 1.0) for i in schedule.mine}
+
+
 async def open_loop(
     transport: httpx.AsyncBaseTransport,
     api: str,
-    source: Source,
+    built: Built,
     schedule: Schedule,
     start: float,
     stall_timeout_s: float = 600.0,
     abort: Abort | None = None,
 ) -> RunRecords:
-    """Send ``schedule``'s arrivals from ``start`` (a ``perf_counter`` time) and record them."""
-    run = _OpenRun(transport, api, source, schedule, start, abort or Abort())
+    """Send ``schedule``'s arrivals (``built`` by :func:`build_requests`) from ``start`` (a
+    ``perf_counter`` time) and record them."""
+    run = _OpenRun(transport, api, built, schedule, start, abort or Abort())
     return await run.run(stall_timeout_s)
 
 
@@ -102,15 +114,14 @@ class _OpenRun:
         self,
         transport: httpx.AsyncBaseTransport,
         api: str,
-        source: Source,
+        built: Built,
         schedule: Schedule,
         start: float,
         abort: Abort,
     ) -> None:
         self.transport, self.api, self.schedule, self.start = transport, api, schedule, start
         self.abort = abort
-        # Every request is built before the run: none costs the client time while it sends.
-        self.built = {i: source(i, 1.0) for i in schedule.mine}
+        self.built = dict(built)
         self.records: list[RequestRecord] = []
         self.in_flight = InFlight(abort)
         self.slots = (
@@ -266,9 +277,7 @@ class OpenLevel:
             sender, self.workload.api, source, 1, 1, self.timeout_s, abort=abort
         )
 
-    async def run(
-        self, k: int, sender: httpx.AsyncBaseTransport, client: httpx.AsyncClient, abort: Abort
-    ) -> RunRecords:
+    def prepare(self, k: int, client: httpx.AsyncClient) -> ReadyRun:
         plan, workload = self.plan, self.workload
         number = plan.first_run + k - 1
         rate = plan.arrivals.rate
@@ -288,9 +297,15 @@ class OpenLevel:
         schedule = Schedule(
             rate, offsets, interleave(offsets, parts)[index], lead, window, drain, cap
         )
+        built = build_requests(request_source(client, workload, number), schedule)
+        return functools.partial(self._run, schedule, built)
+
+    async def _run(
+        self, schedule: Schedule, built: Built, sender: httpx.AsyncBaseTransport, abort: Abort
+    ) -> RunRecords:
         start = self.start_at() if self.start_at is not None else perf_counter() + START_LEAD_S
-        source = request_source(client, workload, number)
-        return await open_loop(sender, workload.api, source, schedule, start, self.timeout_s, abort)
+        api = self.workload.api
+        return await open_loop(sender, api, built, schedule, start, self.timeout_s, abort)
 
     def finished(self, runs: list[RunRecords], abort: Abort) -> bool:
         saturated = sum(saturation(run) is not None for run in runs)
