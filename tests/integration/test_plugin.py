@@ -271,32 +271,37 @@ import pytest
 
 import pytest_llmperf.load.closed_loop as closed_loop
 
-original = closed_loop.ClosedLevel.run
+original = closed_loop.ClosedLevel.prepare
 runs = []
 
 
-async def held_back_once(self, *args):
-    runs.append(len(runs) + 1)
-    if len(runs) > 1:
-        return await original(self, *args)
-    stop = threading.Event()
+def held_back_once(self, k, client):
+    ready = original(self, k, client)
 
-    def busy():
-        while not stop.is_set():
-            pass
+    async def run(*args):
+        runs.append(len(runs) + 1)
+        if len(runs) > 1:
+            return await ready(*args)
+        stop = threading.Event()
 
-    thread = threading.Thread(target=busy, daemon=True)
-    thread.start()
-    try:
-        return await original(self, *args)
-    finally:
-        stop.set()
-        thread.join()
+        def busy():
+            while not stop.is_set():
+                pass
+
+        thread = threading.Thread(target=busy, daemon=True)
+        thread.start()
+        try:
+            return await ready(*args)
+        finally:
+            stop.set()
+            thread.join()
+
+    return run
 
 
 @pytest.fixture(autouse=True)
 def busy_runner(monkeypatch):
-    monkeypatch.setattr(closed_loop.ClosedLevel, "run", held_back_once)
+    monkeypatch.setattr(closed_loop.ClosedLevel, "prepare", held_back_once)
 """
 
 
