@@ -121,7 +121,7 @@ class _OpenRun:
     ) -> None:
         self.transport, self.api, self.schedule, self.start = transport, api, schedule, start
         self.abort = abort
-        self.built = dict(built)
+        self.built = built  # its own: _send pops each request as it goes
         self.records: list[RequestRecord] = []
         self.in_flight = InFlight(abort)
         self.slots = (
