@@ -10,10 +10,11 @@ hold, so the capacity is the highest rate that holds *with significance*.
 The search is on log-rate: bracket first (double or halve from the start until one rate holds
 and one does not), then bisect the bracket's logs until its ends are within ``resolution`` of
 each other. The result is that bracket: ``low`` held, ``high`` did not, and ``max_rate`` is
-``low``. A rate at or above what the server served while it could not keep up (the service
-ceiling, :func:`service_ceiling`: its output tokens a second ÷ a request's) never holds,
-whatever its window showed. TTFT and e2e count from the scheduled arrival
-(core/open_loop_figures.py).
+``low``. A gate starts from its golden's bracket (``then``: its ``high``, probed once its
+``low`` held): when the server is as it was, two probes end the search. A rate at or above
+what the server served while it could not keep up (the service ceiling,
+:func:`service_ceiling`: its output tokens a second ÷ a request's) never holds, whatever its
+window showed. TTFT and e2e count from the scheduled arrival (core/open_loop_figures.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from pytest_llmperf.core.format import signed_percent
 from pytest_llmperf.core.judgement import GoldenRef, Judgement
 from pytest_llmperf.core.metrics import RunMetrics
+from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import PendingRun, Point
 from pytest_llmperf.core.verdict import Margins
@@ -228,9 +230,12 @@ def search(
     resolution: float = RESOLUTION,
     max_probes: int = MAX_PROBES,
     request_tokens: float | None = None,
+    then: float | None = None,
 ) -> Capacity:
     """Bracket, then bisect on log-rate, deciding each probe with :func:`judge`;
-    ``request_tokens``: a request's output tokens, for the service ceiling."""
+    ``request_tokens``: a request's output tokens, for the service ceiling; ``then``: the rate
+    probed second when ``start`` held (a golden's bracket is ``start`` and ``then``), before the
+    bracket doubles or bisects as usual."""
     result = Capacity(profile, None, None, slo=dict(slo), percentile=percentile)
     measured: list[RunMetrics] = []  # every probe's runs, for the service ceiling
 
@@ -257,7 +262,8 @@ def search(
         result.probes.append(Probe(rate, held, len(runs), why, figures))
         return held
 
-    holds(start)
+    if holds(start) and then is not None and then > start:
+        holds(then)
     while True:
         _rebracket(result, service_ceiling(measured, request_tokens))
         low, high = result.low, result.high
@@ -336,6 +342,11 @@ def _rebracket(result: Capacity, ceiling: float | None) -> None:
     result.high = min(above) if above else None
 
 
+def capacity_key(test: str) -> str:
+    """The golden key of test ``test``'s capacity (one per test, whatever its parameters)."""
+    return f"{NodeId(test).without_params}[capacity]"
+
+
 @dataclass(kw_only=True)
 class CapacityPoint(Point):
     """A profile's capacity under its SLO, as a point its golden gates (lower is worse)."""
@@ -345,7 +356,7 @@ class CapacityPoint(Point):
 
     @property
     def key(self) -> str:
-        return f"{self.node.without_params}[capacity]"
+        return capacity_key(self.test)
 
     @property
     def label(self) -> str:

@@ -342,6 +342,10 @@ def test_capacity_records_then_gates_and_is_reported(pytester):
     held = [p["rate"] for p in cap["probes"] if p["held"]]
     broke = [p["rate"] for p in cap["probes"] if not p["held"]]
     assert max(held) == cap["low"] and min(broke) == cap["high"]
+    # The gate started from the golden's bracket: its low, then (once that held) its high.
+    first, *later = cap["probes"]
+    assert first["rate"] == entry["low"]
+    assert not first["held"] or later[0]["rate"] == entry["high"], cap["probes"]
 
 
 def test_a_profile_without_an_slo_has_no_capacity_to_find(pytester):

@@ -136,6 +136,26 @@ def test_the_search_brackets_the_true_capacity_from_any_start(start):
     assert len(found.probes) == len({rate for rate, _ in calls}) <= 12
 
 
+def test_a_gate_from_its_golden_bracket_ends_in_two_probes_or_searches_on():
+    """From a golden's bracket (``start`` its low, ``then`` its high): a server as it was
+    confirms both ends in two probes; one that lost a third searches down from the low, and
+    the bracket it ends with holds its new truth."""
+    measure, calls, truth = queue_server(capacity=100.0, limit=0.15, noise=0.03)
+    recorded = search("sim", measure, {"e2e_s": 0.15}, 90, 20.0)
+    assert recorded.low is not None and recorded.high is not None
+    calls.clear()
+    measure, calls, truth = queue_server(capacity=100.0, limit=0.15, noise=0.03, seed=1)
+    same = search("sim", measure, {"e2e_s": 0.15}, 90, recorded.low, then=recorded.high)
+    assert [p.rate for p in same.probes] == [recorded.low, recorded.high]
+    assert (same.low, same.high) == (recorded.low, recorded.high)
+    measure, calls, truth = queue_server(capacity=67.0, limit=0.15, noise=0.03, seed=2)
+    slower = search("sim", measure, {"e2e_s": 0.15}, 90, recorded.low, then=recorded.high)
+    assert slower.probes[0].rate == recorded.low and not slower.probes[0].held
+    assert recorded.high not in [p.rate for p in slower.probes]  # never probed above a miss
+    assert slower.low is not None and slower.high is not None
+    assert slower.low * 0.95 <= truth <= slower.high * 1.05, (slower.low, truth, slower.high)
+
+
 def slowly_growing_queue(capacity: float, grows_unseen: float):
     """The issue's server: up to ``grows_unseen`` × its capacity, a short window shows a queue
     that meets the SLO and whose backlog rule holds (it grows by a few requests a second);
