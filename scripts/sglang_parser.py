@@ -14,6 +14,12 @@ release's real ``ServerArgs.add_cli_args``, the code its ``launch_server`` build
     ... scripts/sglang_parser.py adaptive < [{"config", "initial_steps", "max_bs", "algorithm",
         "batches"}, ...] -> [{"capture_sizes": [...], "steps": {batch: steps}} or {"error"}, ...]:
         the release's own adaptive routing
+    .sglang/bin/python scripts/sglang_parser.py many < {"workers": 2, "releases": [{"version",
+        "path", "asked": describe+parse+adaptive's question}, ...]}
+        -> {version: describe+parse+adaptive's answer, or {"error": why}}: the libraries every
+        release imports (torch, transformers, sgl_kernel: most of an import's seconds) are
+        imported once, then each release is imported afresh in a process forked from that one,
+        with its package first on sys.path, as PYTHONPATH puts it
 
 Nothing is launched and no model is read: ``parse`` stops where ``launch_server`` would go on to
 ``ServerArgs.from_cli_args`` (which needs the model and a device). Used by
@@ -215,6 +221,60 @@ def adaptive_all(questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return answers
 
 
+def everything(asked: dict[str, Any]) -> dict[str, Any]:
+    """describe+parse+adaptive: one import of the release for all three."""
+    return {
+        **describe(),
+        "parses": parse(asked["argvs"]),
+        "adaptive": adaptive_all(asked["adaptive"]),
+    }
+
+
+#: What every release imports and none ships: imported once by ``many``, before it forks.
+SHARED_LIBRARIES = ("torch", "torchvision", "transformers", "sgl_kernel")
+
+
+def many(job: dict[str, Any]) -> dict[str, Any]:
+    """``everything`` of each release in ``job["releases"]``, ``job["workers"]`` at a time, each
+    in its own forked process (so no release's ``sglang`` modules meet another's)."""
+    import importlib
+    import tempfile
+    import traceback
+
+    for name in SHARED_LIBRARIES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    assert not any(m == "sglang" or m.startswith("sglang.") for m in sys.modules), sys.modules
+    answers: dict[str, Any] = {}
+    pending = list(job["releases"])
+    running: dict[int, tuple[str, str]] = {}  # pid -> (version, answer file)
+    with tempfile.TemporaryDirectory() as tmp:
+        while pending or running:
+            while pending and len(running) < max(1, int(job.get("workers", 1))):
+                release = pending.pop(0)
+                out = os.path.join(tmp, f"{len(answers) + len(running)}-{release['version']}.json")
+                pid = os.fork()
+                if pid == 0:  # the release's own process
+                    code = 0
+                    try:
+                        sys.path.insert(0, release["path"])
+                        answer = everything(release["asked"])
+                    except BaseException:  # reported to the parent, which goes on
+                        answer, code = {"error": traceback.format_exc()[-3000:]}, 1
+                    with open(out, "w") as f:
+                        json.dump(answer, f)
+                    os._exit(code)
+                running[pid] = (release["version"], out)
+            pid, status = os.wait()
+            version, out = running.pop(pid)
+            try:
+                with open(out) as f:
+                    answers[version] = json.load(f)
+            except (OSError, ValueError):
+                answers[version] = {"error": f"its process ended with status {status}, no answer"}
+    return answers
+
+
 if __name__ == "__main__":
     with contextlib.redirect_stdout(sys.stderr):  # import-time chatter stays off the answer
         if sys.argv[1:] == ["describe"]:
@@ -226,12 +286,9 @@ if __name__ == "__main__":
         elif sys.argv[1:] == ["describe+parse"]:  # one import for both (an import takes seconds)
             answer = {**describe(), "parses": parse(json.load(sys.stdin))}
         elif sys.argv[1:] == ["describe+parse+adaptive"]:  # {"argvs": [...], "adaptive": [...]}
-            asked = json.load(sys.stdin)
-            answer = {
-                **describe(),
-                "parses": parse(asked["argvs"]),
-                "adaptive": adaptive_all(asked["adaptive"]),
-            }
+            answer = everything(json.load(sys.stdin))
+        elif sys.argv[1:] == ["many"]:
+            answer = many(json.load(sys.stdin))
         else:
             sys.exit(__doc__)
     print(json.dumps(answer))

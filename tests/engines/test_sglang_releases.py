@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -23,7 +22,15 @@ from pytest_llmperf.engines.sglang_log import stage
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.profiles_file import load_profiles
 from pytest_llmperf.sim.flags import release_parser
-from tests.sglang_real import CLI_DATA, PYTHON, REPO, ROOT, release, require, versions
+from tests.sglang_real import (
+    CLI_DATA,
+    REPO,
+    ROOT,
+    ask_releases_at_once,
+    release,
+    require,
+    versions,
+)
 
 VERSIONS = versions()
 PROFILES = load_profiles(REPO / "perf_suites" / "profiles.toml").profiles
@@ -268,15 +275,11 @@ ADAPTIVE = [
 
 
 @pytest.fixture(scope="module", autouse=True)
-def every_release_asked_two_at_a_time():
-    """Each release is imported once (about 10 s, most of it torch's import on one core): two
-    at a time on 2 cores, before the first test asks, the matrix takes half as long. Where a
-    release is not installed, its tests skip (or fail) on their own when they ask."""
-    installed = [
-        v for v in VERSIONS if PYTHON.exists() and (ROOT / "releases" / v / "sglang").exists()
-    ]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(asked_all, installed))
+def every_release_asked_at_once():
+    """Each release is asked everything before the first test asks: in one process that imports
+    the libraries every release imports once (torch's import is most of the 10 s an import of a
+    release takes on one core), each release in a process forked from it, two at a time."""
+    ask_releases_at_once({v: (questions(v), ADAPTIVE) for v in VERSIONS})
 
 
 def asked_all(version: str) -> dict:
