@@ -30,7 +30,7 @@ from tests.helpers import (
     project_with,
     require_llama,
 )
-from tests.shipped import run_the_suite
+from tests.shipped import RUNS, run_the_suite
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "perf_suites" / "profiles.toml"
@@ -153,7 +153,7 @@ def test_the_shipped_suite_records_on_llamacpp_smollm2(pytester, llama_profile, 
     assert hard["server_args"]["total_slots"] == 4  # from llama-server's /props: -np 4
     assert hard["hardware"]["key"] == engines.of(llama_profile).hardware(llama_profile)["key"]
     for point in data["points"]:
-        assert point["problems"] == [] and len(point["runs"]) == 5
+        assert point["problems"] == [] and len(point["runs"]) == RUNS
         # The server's own count of what it generated over the point's runs (warm-up included).
         counters = point["server_counters"]
         generated = sum(run["output_tokens"] for run in point["runs"])
