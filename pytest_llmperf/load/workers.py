@@ -164,7 +164,9 @@ def _context() -> Any:
     if _CONTEXT is None:
         if "forkserver" in multiprocessing.get_all_start_methods():
             _CONTEXT = multiprocessing.get_context("forkserver")
-            _CONTEXT.set_forkserver_preload(["pytest_llmperf.load.workers"])
+            # scipy.special too: a worker's first check of a level's runs (a t quantile)
+            # imported it, 0.2 s of every open level's second run, in every worker.
+            _CONTEXT.set_forkserver_preload(["pytest_llmperf.load.workers", "scipy.special"])
         else:
             _CONTEXT = multiprocessing.get_context("spawn")
     return _CONTEXT
