@@ -252,7 +252,7 @@ def many(job: dict[str, Any]) -> dict[str, Any]:
         while pending or running:
             while pending and len(running) < max(1, int(job.get("workers", 1))):
                 release = pending.pop(0)
-                out = os.path.join(tmp, f"{len(answers) + len(running)}-{release['version']}.json")
+                out = os.path.join(tmp, f"{release['version']}.json")
                 pid = os.fork()
                 if pid == 0:  # the release's own process
                     code = 0

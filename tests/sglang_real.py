@@ -47,14 +47,15 @@ def require(what: Path) -> None:
     pytest.skip(message)
 
 
-def _ask_release(version: str, mode: str, question: str) -> Any:
-    """scripts/sglang_parser.py ``mode`` against one release, ``question`` on stdin; its JSON."""
+def _ask_release(version: str | None, mode: str, question: str) -> Any:
+    """scripts/sglang_parser.py ``mode`` against release ``version`` (None: ``many``, which
+    puts each release on its path itself), ``question`` on stdin; its JSON."""
     done = subprocess.run(
         [str(PYTHON), str(REPO / "scripts" / "sglang_parser.py"), mode],
         input=question,
         capture_output=True,
         text=True,
-        # ``many`` puts each release on sys.path itself; one release is put there by PYTHONPATH.
+        # One release is put first by PYTHONPATH; ``many`` (version None) puts each itself.
         env={**os.environ, "PYTHONPATH": str(ROOT / "releases" / version) if version else ""},
         timeout=300,
     )
@@ -81,7 +82,7 @@ def ask_releases_at_once(asked: dict[str, tuple[list[list[str]], list[dict[str, 
     ]
     if not PYTHON.exists() or not releases:
         return
-    answers = _ask_release("", "many", json.dumps({"workers": 2, "releases": releases}))
+    answers = _ask_release(None, "many", json.dumps({"workers": 2, "releases": releases}))
     for release in releases:
         answer = answers[release["version"]]
         assert "error" not in answer, f"SGLang {release['version']}: {answer['error']}"
