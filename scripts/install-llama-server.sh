@@ -9,7 +9,9 @@
 #   bash scripts/install-llama-server.sh        # about 5 min on 2 cores the first time, seconds after
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT="$PWD/.llama"
+# .llama resolved physically: a worktree that links it to another checkout's must not write links
+# into itself that the shared models directory then keeps, dangling once the worktree is gone.
+mkdir -p .llama && ROOT=$(cd .llama && pwd -P)
 LLAMA_CPP_PYTHON=0.3.36
 SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 SMOLLM2=0.1.2
