@@ -54,7 +54,7 @@ def profiles(levels: str | None) -> str:
 
 def night(project: Path, k: int, *extra: str) -> tuple[int, float, list[str], int, str]:
     """One pytest run: its exit code, seconds, the points' verdicts, the confirmation launches
-    it made, and its FAIL lines."""
+    it made, and, where it judged no point, why (the end of its output)."""
     out = project / f"night-{k}.json"
     started = time.monotonic()
     done = subprocess.run(
@@ -69,8 +69,10 @@ def night(project: Path, k: int, *extra: str) -> tuple[int, float, list[str], in
         + (f" {p['ratio'] - 1:+.1%}" if p.get("ratio") is not None else "")
         for p in data.get("points") or []
     ]
-    fails = "\n".join(line for line in done.stdout.splitlines() if "FAIL" in line)
-    return done.returncode, seconds, verdicts, len(data.get("confirmations") or []), fails
+    lines = done.stdout.splitlines()
+    # Why a night judged nothing (no server, a bad golden): pytest's last words.
+    why = "" if verdicts else " / ".join(line.strip() for line in lines[-3:] if line.strip())
+    return done.returncode, seconds, verdicts, len(data.get("confirmations") or []), why
 
 
 def main() -> None:
@@ -88,8 +90,8 @@ def main() -> None:
         (project / "pytest.ini").write_text("[pytest]\nllmperf_profiles_file = profiles.toml\n")
         (project / "test_perf.py").write_text(SUITE)
         print(f"# llamacpp-smollm2 night by night on {cpu_model()} ({cpu_facts()['key']})")
-        code, seconds, verdicts, _, _ = night(project, 0, "--perf-update")
-        print(f"recorded ({code}, {seconds:.0f} s): {', '.join(verdicts)}\n")
+        code, seconds, verdicts, _, why = night(project, 0, "--perf-update")
+        print(f"recorded ({code}, {seconds:.0f} s): {', '.join(verdicts) or why}\n")
         print("| night | throttle | exit | seconds | points | confirmation launches |")
         print("|---:|---|---:|---:|---|---:|")
         totals: dict[str, collections.Counter[str]] = {}
@@ -98,14 +100,15 @@ def main() -> None:
             for k in range(1, args.nights + 1):
                 if share:
                     with ThrottleEach("SmolLM2-135M", share):
-                        code, seconds, verdicts, confirmed, fails = night(project, k)
+                        code, seconds, verdicts, confirmed, why = night(project, k)
                 else:
-                    code, seconds, verdicts, confirmed, fails = night(project, k)
+                    code, seconds, verdicts, confirmed, why = night(project, k)
                 counts.update(v.split()[1] for v in verdicts)
-                counts["nights FAILed" if code == 1 else "nights green"] += 1
+                ended = {0: "nights green", 1: "nights FAILed"}.get(code, "nights in error")
+                counts[ended] += 1
                 counts["confirmation launches"] += confirmed
-                print(f"| {k} | {share:.0%} | {code} | {seconds:.0f} | {', '.join(verdicts)} | "
-                      f"{confirmed} |", flush=True)  # fmt: skip
+                print(f"| {k} | {share:.0%} | {code} | {seconds:.0f} | "
+                      f"{', '.join(verdicts) or why} | {confirmed} |", flush=True)  # fmt: skip
         for share, counts in totals.items():
             print(
                 f"\nthrottled {share}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
