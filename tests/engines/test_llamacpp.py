@@ -206,7 +206,7 @@ NIGHTS = 2
 
 
 #: How far the host's own speed for this engine may move between the recording and a night
-#: (read on an untouched llama-server: :class:`HostSpeed`) before the night cannot be judged.
+#: (read on an untouched llama-server: :func:`host_speed`) before the night cannot be judged.
 #: Here, five 5-second readings in a row spread over 4 %, 10-second ones drifted by 11 % in a
 #: minute, and single requests over ±15 % (this host's cores run fast and slow by turns); once,
 #: both launches of an unchanged night read 25 % slow while llama-server's own time per token
@@ -214,43 +214,43 @@ NIGHTS = 2
 HOST_MOVED = 0.15
 
 
-class HostSpeed:
-    """This host's speed for llama-server, read on the module's own server (no night touches
-    it, no throttle stops it): its own decode rate (Σ tokens ÷ Σ decode time, as it reports
-    them) over single requests of 32 tokens for SECONDS. Read before and after the recording
-    and after a night whose verdict is wrong (never during a run), it says whether the host
-    itself was slower or faster than when the golden was recorded: a neighbour on a shared
+#: How long a reading of the host's speed decodes for.
+HOST_READ_S = 5.0
+
+
+def host_speed(url: str) -> float:
+    """This host's speed for llama-server, read on the module's own server at ``url`` (no night
+    touches it, no throttle stops it): its own decode rate (Σ tokens ÷ Σ decode time, as it
+    reports them) over single requests of 32 tokens for HOST_READ_S. Read before and after the
+    recording and after a night whose verdict is wrong (never during a run), it says whether the
+    host itself was slower or faster than when the golden was recorded: a neighbour on a shared
     runner, or a hypervisor, moves an unchanged server as far as a regression would, for
     minutes, and no verdict of the server can tell them apart."""
+    import time
 
-    SECONDS = 5.0
+    import httpx
 
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def read(self) -> float:
-        import time
-
-        import httpx
-
-        body = {"prompt": "Once upon a time", "n_predict": 32, "ignore_eos": True}
-        tokens = decode_ms = 0.0
-        until = time.monotonic() + self.SECONDS
-        while time.monotonic() < until:
-            timings = httpx.post(
-                f"{self.url}/completion", json={**body, "cache_prompt": False}, timeout=60
-            ).json()["timings"]
-            tokens += timings["predicted_n"]
-            decode_ms += timings["predicted_ms"]
-        return tokens / decode_ms * 1e3
+    body = {
+        "prompt": "Once upon a time",
+        "n_predict": 32,
+        "ignore_eos": True,
+        "cache_prompt": False,
+    }
+    tokens = decode_ms = 0.0
+    until = time.monotonic() + HOST_READ_S
+    while time.monotonic() < until:
+        timings = httpx.post(f"{url}/completion", json=body, timeout=60).json()["timings"]
+        tokens += timings["predicted_n"]
+        decode_ms += timings["predicted_ms"]
+    return tokens / decode_ms * 1e3
 
 
-def skip_if_the_host_moved(host: HostSpeed, recorded: float, night: str) -> None:
+def skip_if_the_host_moved(url: str, recorded: float, night: str) -> None:
     """Called on a night whose verdict is wrong: on a host that runs HOST_MOVED slower or
-    faster than at the recording, that night is not the server's, and the test says so and
-    skips instead of failing the server for it (a wrong verdict on a host as fast as at the
-    recording still fails)."""
-    tonight = host.read()
+    faster than at the recording (:func:`host_speed`), that night is not the server's, and the
+    test says so and skips instead of failing the server for it (a wrong verdict on a host as
+    fast as at the recording still fails)."""
+    tonight = host_speed(url)
     moved = tonight / recorded - 1
     if abs(moved) >= HOST_MOVED:
         pytest.skip(
@@ -268,18 +268,17 @@ def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_collapse_fail
     nights gated against it (none FAILs: the verdict allows for how far launches differ), then
     throttled nights on launches slowed from outside by 30 % (THROTTLE_SHARE), confirmation
     launches included, each of which FAILs and none PASSes. A night on which the host itself
-    ran HOST_MOVED slower or faster (:class:`HostSpeed`) and whose verdict is wrong skips."""
+    ran HOST_MOVED slower or faster (:func:`host_speed`) and whose verdict is wrong skips."""
     project_with(pytester, nightly_profile(llama_profile), THROUGHPUT_SUITE)
-    host = HostSpeed(llama_server.url)
     # The profile's own record_launches and confirm_launches (the tests' defaults are one
     # launch and no confirmation: tests/conftest.py).
     args = ("--llm-profile", "nightly", "-p", "no:randomly", "--perf-confirm-launches", "profile")
     launches = ("--perf-update-launches", "profile")
-    before = host.read()
+    before = host_speed(llama_server.url)
     recorded = pytester.runpytest_subprocess(
         *args, "--perf-update", *launches, "--perf-update-runs", "5"
     )
-    at_recording = (before + host.read()) / 2
+    at_recording = (before + host_speed(llama_server.url)) / 2
     recorded.assert_outcomes(passed=llama_profile.launches_to_record)  # one level a launch
     golden = json.loads(next((pytester.path / "baselines" / "nightly").glob("*.json")).read_text())
     for point in golden["points"].values():
@@ -290,7 +289,7 @@ def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_collapse_fail
         unchanged = pytester.runpytest_subprocess(*args)
         figures += [line for line in unchanged.outlines if line.startswith("nightly ")]
         if unchanged.ret != 0:
-            skip_if_the_host_moved(host, at_recording, f"unchanged night {k + 1}")
+            skip_if_the_host_moved(llama_server.url, at_recording, f"unchanged night {k + 1}")
         assert unchanged.ret == 0, "\n".join(unchanged.outlines[-30:])
     for k in range(NIGHTS):
         with ThrottleEach("SmolLM2-135M", THROTTLE_SHARE, ignore=(llama_server.pid,)) as throttled:
@@ -301,7 +300,7 @@ def test_the_nightly_flow_launch_by_launch_no_fail_unchanged_and_a_collapse_fail
             p["verdict"] for p in json.loads((pytester.path / "night.json").read_text())["points"]
         ]
         if verdicts != ["FAIL"]:  # read outside the throttle: its watcher scans every process
-            skip_if_the_host_moved(host, at_recording, f"throttled night {k + 1}")
+            skip_if_the_host_moved(llama_server.url, at_recording, f"throttled night {k + 1}")
         assert verdicts == ["FAIL"], "\n".join(slowed.outlines[-30:])
         assert slowed.ret == 1
     print("\n".join(figures))  # shown with -s: every night's verdicts
