@@ -32,6 +32,7 @@ import argparse
 import json
 import math
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -98,13 +99,17 @@ def add_parser(commands: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     pytest_args = [a for a in args.pytest_args if a != "--"] or ["perf_suites"]
+    run = Bisection(args.repo.resolve(), args.setup, pytest_args, max(1, args.rounds))
     try:
-        run = Bisection(args.repo.resolve(), args.setup, pytest_args, max(1, args.rounds))
         commits = run.commits(args.good, args.bad)
     except BisectError as exc:
+        shutil.rmtree(run.scratch, ignore_errors=True)
         print(f"pytest-llmperf bisect: {exc}", file=sys.stderr)
         return 2
-    found = run.search(commits)
+    try:
+        found = run.search(commits)
+    finally:  # the steps' worktrees are removed one by one; their parent goes last
+        shutil.rmtree(run.scratch, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(run.to_json(found), indent=2) + "\n")
     return 0 if found is not None else 1

@@ -6,6 +6,7 @@ its own, skips the broken one, and finds the planted commit in at most five step
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -70,6 +71,16 @@ def make_repository(repo: Path) -> list[str]:
     return commits
 
 
+def own_tmpdir(tmp_path: Path) -> dict[str, str]:
+    """The environment with TMPDIR in the test's own directory: what bisect leaves is seen."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+
+
+def scratch_left(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "tmp").glob("llmperf-bisect-*"))
+
+
 def test_bisect_finds_the_planted_commit_in_at_most_five_steps(tmp_path):
     commits = make_repository(tmp_path / "repo")
     out = tmp_path / "bisect.json"
@@ -77,7 +88,7 @@ def test_bisect_finds_the_planted_commit_in_at_most_five_steps(tmp_path):
         [sys.executable, "-m", "pytest_llmperf", "bisect", "--good", commits[0], "--bad",
          commits[-1], "--repo", str(tmp_path / "repo"), "--setup", "test ! -f BROKEN",
          "--json", str(out), "--", "-k", "throughput"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env=own_tmpdir(tmp_path),
     )  # fmt: skip
     print(done.stdout, done.stderr)
     assert done.returncode == 0, done.stderr
@@ -97,8 +108,9 @@ def test_bisect_finds_the_planted_commit_in_at_most_five_steps(tmp_path):
             assert step["verdict"] == side, step
     assert f"first bad commit: {commits[PLANTED]} 'change {PLANTED}'" in done.stdout
     assert re.search(r"change 11'.*→ [\d,.]+ \(-1[0-9]\.\d %\)", done.stdout), done.stdout
-    # Nothing left behind: the worktrees are removed.
+    # Nothing left behind: the worktrees are removed, and the directory that held them.
     assert git(tmp_path / "repo", "worktree", "list").count("\n") == 0
+    assert scratch_left(tmp_path) == []
 
 
 def test_a_revision_that_does_not_exist_is_one_line(tmp_path):
@@ -106,9 +118,10 @@ def test_a_revision_that_does_not_exist_is_one_line(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pytest_llmperf", "bisect", "--good", "no-such-rev", "--bad",
          commits[-1], "--repo", str(tmp_path / "repo")],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=60, env=own_tmpdir(tmp_path),
     )  # fmt: skip
     assert done.returncode == 2
+    assert scratch_left(tmp_path) == []
     assert done.stderr.strip() == (
         f"pytest-llmperf bisect: --good no-such-rev: no such commit in {tmp_path / 'repo'}"
     )
