@@ -200,9 +200,11 @@ def adaptive(question: dict[str, Any]) -> dict[str, Any]:
     )
     made = _unresolved(server_args, namespace)
     sizes = _capture_sizes(made, question["max_bs"])
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(question["config"], f)
-    params = adaptive_spec_params.AdaptiveSpeculativeParams(question["initial_steps"], f.name)
+    with tempfile.TemporaryDirectory() as tmp:  # the release reads the file by its path
+        config = os.path.join(tmp, "adaptive.json")
+        with open(config, "w") as f:
+            json.dump(question["config"], f)
+        params = adaptive_spec_params.AdaptiveSpeculativeParams(question["initial_steps"], config)
     params.set_cuda_graph_bs(sizes)
     return {
         "capture_sizes": sizes,
