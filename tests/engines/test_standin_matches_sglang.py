@@ -28,6 +28,12 @@ from tests.sglang_real import REPO
 from tests.sglang_shared import Shared, watch_health
 
 OUTPUT_LEN = 16
+#: Unary /generate answers taken from each server. The real SGLang 0.5.23 does not always answer
+#: in one form: in one full run of ~20 its answer lacked ``dp_rank`` and ``weight_versions`` and
+#: carried ``decode_throughput`` (its tokenizer manager sets each only on some output paths), and
+#: every answer before and since carried the first two. So each server is asked three times and
+#: every stand-in answer must take a form the real server's answers took.
+UNARY_ASKS = 3
 
 
 @dataclass
@@ -50,7 +56,7 @@ def answers(profile, base_url: str) -> dict[str, Any]:
         seen["generate_stream"] = sse(client, "/generate", native)
         unary = json.loads(native)
         unary["stream"] = False
-        seen["generate"] = client.post("/generate", json=unary).json()
+        seen["generate"] = [client.post("/generate", json=unary).json() for _ in range(UNARY_ASKS)]
         seen["completions_stream"] = sse(client, "/v1/completions", openai.item(0).body)
         seen["server_info"] = client.get("/server_info").json()
         flushed = client.post("/flush_cache")
@@ -152,11 +158,22 @@ def test_native_stream_events_match(real, standin):
     assert cumulative[0] == cumulative[1]
 
 
+def unary_form(answer: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A unary answer's keys and its meta_info's keys."""
+    return tuple(sorted(answer)), tuple(sorted(answer["meta_info"]))
+
+
 def test_unary_generate_matches(real, standin):
     r, s = real.answers["generate"], standin.answers["generate"]
-    assert sorted(r) == sorted(s)
-    assert sorted(r["meta_info"]) == sorted(s["meta_info"])
-    assert r["meta_info"]["completion_tokens"] == s["meta_info"]["completion_tokens"] == OUTPUT_LEN
+    real_forms = {unary_form(answer) for answer in r}
+    shown = "\n".join(f"  real meta_info {a['meta_info']}" for a in r)
+    for answer in s:
+        assert unary_form(answer) in real_forms, (
+            f"the stand-in answered {unary_form(answer)}, a form none of the real server's "
+            f"{len(r)} answers took:\n{shown}"
+        )
+    for answer in (*r, *s):
+        assert answer["meta_info"]["completion_tokens"] == OUTPUT_LEN
 
 
 def test_openai_stream_events_match(real, standin):
