@@ -32,7 +32,6 @@ import argparse
 import json
 import math
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -99,17 +98,17 @@ def add_parser(commands: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     pytest_args = [a for a in args.pytest_args if a != "--"] or ["perf_suites"]
-    run = Bisection(args.repo.resolve(), args.setup, pytest_args, max(1, args.rounds))
-    try:
-        commits = run.commits(args.good, args.bad)
-    except BisectError as exc:
-        shutil.rmtree(run.scratch, ignore_errors=True)
-        print(f"pytest-llmperf bisect: {exc}", file=sys.stderr)
-        return 2
-    try:
+    # The steps' worktrees live here; it goes when the bisection ends, however it ends.
+    with tempfile.TemporaryDirectory(prefix="llmperf-bisect-") as scratch:
+        run = Bisection(
+            args.repo.resolve(), args.setup, pytest_args, max(1, args.rounds), scratch=Path(scratch)
+        )
+        try:
+            commits = run.commits(args.good, args.bad)
+        except BisectError as exc:
+            print(f"pytest-llmperf bisect: {exc}", file=sys.stderr)
+            return 2
         found = run.search(commits)
-    finally:  # the steps' worktrees are removed one by one; their parent goes last
-        shutil.rmtree(run.scratch, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(run.to_json(found), indent=2) + "\n")
     return 0 if found is not None else 1
@@ -132,7 +131,8 @@ class Bisection:
     rounds: int
     steps: list[Step] = field(default_factory=list)
     key: str | None = None
-    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="llmperf-bisect-")))
+    #: Where the steps' worktrees are checked out: set by :func:`main`, which removes it.
+    scratch: Path | None = None
     #: Per key, whether lower is better (a latency): its "worse" is a rise.
     lower: dict[str, bool] = field(default_factory=dict)
 
@@ -286,6 +286,8 @@ class Bisection:
     def _session(self, commit: str) -> dict[str, tuple[list[float], bool]] | str:
         """``pytest PYTEST_ARGS --perf-measure`` in a checkout of ``commit``: each point's runs,
         or why none could be measured."""
+        if self.scratch is None:
+            raise BisectError("no scratch directory for the steps' worktrees")
         tree = self.scratch / f"{commit[:12]}-{len(self.steps)}"
         self.git("worktree", "add", "--detach", "--force", str(tree), commit)
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -60,3 +61,12 @@ def test_the_final_pair_is_measured_again_before_it_is_named():
     last_good, first_bad = str(PLANTED - 1), str(PLANTED)
     sessions = [s.commit for s in bisection.steps]
     assert sessions.count(last_good) >= 2 and sessions.count(first_bad) >= 2
+
+
+def test_a_search_leaves_no_directory_behind(tmp_path, monkeypatch):
+    """Only a search that checks out worktrees needs a scratch directory: ``main`` makes one and
+    removes it. A Bisection that measures otherwise (drawn here, simulated by
+    benchmarks/bisect_power.py) makes none."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    search(np.random.default_rng(0), 0.02)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
