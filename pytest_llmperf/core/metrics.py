@@ -243,8 +243,11 @@ def accept_length_by(
 
 #: Chunks closer than this share of the request's 90th-percentile gap (and than BURST_FLOOR_S)
 #: belong to one verify step: a step's tokens leave the server microseconds apart, steps
-#: milliseconds apart (llama.cpp on 2 cores: 0.01-0.09 ms inside, with a 2-4 ms hiccup now and
-#: then, about 90 ms between drafting steps, 18-24 ms for a last step with nothing to draft).
+#: milliseconds apart (llama.cpp on 2 cores: 0.01-0.09 ms inside, about 90 ms between drafting
+#: steps, 15-24 ms for a last step with nothing to draft). A server whose compute threads fill
+#: the cores deschedules its HTTP thread mid-step now and then (up to 7.5 ms inside a step with
+#: ``-t 2`` on 2 cores, against 1.2 ms with ``-t 1``): benchmarks/burst_count.py measures the
+#: count against llama-server's own per-token step stamps.
 BURST_SHARE = 0.1
 BURST_FLOOR_S = 0.001
 
