@@ -12,7 +12,7 @@ tokens of one step share the stamp. The client's side is read as the plugin's cl
 the plugin's own ``bursts`` counts them.
 
 For each server thread count (``-t``) and number of busy-looping processes beside the server
-(``--hogs``), one launch, then 24 requests of 32 tokens at each concurrency. Printed per cell:
+(``--hogs``), one launch, then 24 requests of up to 32 tokens at each concurrency. Printed per cell:
 the true steps, reads that held tokens of two steps (no client rule can split those), the
 client's count less the truth, and the gaps that decide it: the longest gap inside a step and
 the shortest between steps, in milliseconds.
