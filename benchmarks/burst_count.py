@@ -39,7 +39,11 @@ sys.path.insert(0, str(REPO))
 from pytest_llmperf.core.metrics import bursts  # noqa: E402
 from pytest_llmperf.core.records import RequestRecord  # noqa: E402
 from pytest_llmperf.profiles_file import load_profiles  # noqa: E402
-from pytest_llmperf.servers.lifecycle import build_command, free_port  # noqa: E402
+from pytest_llmperf.servers.lifecycle import (  # noqa: E402
+    build_command,
+    free_port,
+    wait_for_health,
+)
 
 PROMPTS = ["What is 17 + 25?", "Name three colours.", "Write a haiku about rain.",
            "Count the apples: ", "Explain gravity briefly.", "List prime numbers: "]  # fmt: skip
@@ -78,14 +82,6 @@ async def one(client: httpx.AsyncClient, url: str, i: int) -> list[tuple[float, 
 
 
 async def measure(url: str, levels: list[int], requests: int) -> dict[int, list]:
-    async with httpx.AsyncClient(timeout=30, trust_env=False) as probe:
-        for _ in range(240):
-            try:
-                if (await probe.get(f"{url}/health")).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.25)
     limits = httpx.Limits(max_keepalive_connections=0)  # llama-server closes idle ones
     out: dict[int, list] = {}
     async with httpx.AsyncClient(timeout=120, trust_env=False, limits=limits) as client:
@@ -117,6 +113,7 @@ def measure_beside(command: list[str], hogs: int, levels: list[int], requests: i
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
     try:
+        wait_for_health(url, timeout_s=60.0)
         return asyncio.run(measure(url, levels, requests))
     finally:
         for p in [server, *busy]:

@@ -313,7 +313,7 @@ def spec_pair_profiles(llama_profile) -> str:
 
     The client counts a step's tokens as one burst by their gaps. Two compute threads spin on
     both cores of this host while the next step runs, so the server's HTTP thread is now and
-    then descheduled in the middle of a step's events, and the client sees two bursts: the
+    then descheduled in the middle of a step's events, and the client can see two bursts: the
     longest gap inside a step was 5.8-7.5 ms at ``-t 2`` and 0.5-1.2 ms at ``-t 1``, the
     shortest between steps 15-27 ms (``python benchmarks/burst_count.py``). One thread leaves
     a core to the HTTP thread and the client; the draft counters do not depend on it."""
