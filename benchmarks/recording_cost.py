@@ -23,6 +23,7 @@ Lower rates make longer open-loop windows: a window holds ``min_requests`` arriv
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -69,6 +70,7 @@ def record(scratch: Path, extra: list[str]) -> tuple[float, list[str], int]:
         [sys.executable, "-m", "pytest", "perf_suites", "--perf-update", "-p", "no:randomly",
          "--perf-history", "history.db", "--durations=0", "-q", *extra],
         cwd=scratch, capture_output=True, text=True,
+        env={**os.environ, "COLUMNS": "400"},  # the short summary's reasons whole
     )  # fmt: skip
     return time.monotonic() - started, done.stdout.splitlines(), done.returncode
 
@@ -87,7 +89,11 @@ def report(title: str, wall: float, out: list[str], code: int) -> float | None:
     for name, seconds in sorted(per_file.items(), key=lambda kv: -kv[1]):
         print(f"  {name}: {seconds:.0f} s")
     print(
-        "\n".join(line for line in out if line.startswith(("FAILED", "ERROR", "llmperf verdicts")))
+        "\n".join(
+            line
+            for line in out
+            if line.startswith(("FAILED", "ERROR", "llmperf verdicts")) or "\u2014 FAIL" in line
+        )
     )
     print(out[-1] if out else "")
     total = next((line for line in plan if line.startswith("  total: about ")), "")

@@ -34,11 +34,14 @@ class PlannedLevel:
     profile: str
     concurrency: int
     runs: int
-    requests: int
-    tokens: int
+    #: None: a windowed level with no golden: it serves as many as the server does in its windows.
+    requests: int | None
+    tokens: int | None
     seconds: float | None  # None: no golden to time it by
     #: Recording: the most runs a level gets when its golden is not yet precise.
     up_to: int | None = None
+    #: A windowed profile's window (its runs are timed, not counted in requests).
+    window_s: float | None = None
 
 
 def golden_runs(baseline_dir: Path, profile: Profile) -> dict[int, list[float]]:
@@ -94,19 +97,25 @@ def levels(
             runs = first_stage(gold, profile.fail_margin, profile.runs)
         speed = sum(gold) / len(gold) if gold else None
         warmup = c * min(profile.output_len, WARMUP_OUTPUT_LEN) if profile.warmup else 0
+        requests: int | None
+        tokens: int | None
         if profile.window_s is None:
             n = profile.requests_per_run(c)
             requests, tokens = runs * n, runs * n * profile.output_len
             seconds = (tokens + warmup) / speed if speed else None
         else:
             measured = runs * profile.window_s
-            tokens = round(speed * measured) if speed else 0
-            requests = round(tokens / profile.output_len)
+            tokens = round(speed * measured) if speed else None
+            requests = round(tokens / profile.output_len) if tokens is not None else None
             seconds = measured + (runs - 1) * profile.settle_s + (warmup / speed if speed else 0.0)
         stored = (times or {}).get(profile.name)
         if stored is not None and c in stored.level_s:
             seconds = stored.level_s[c]  # what it really took, every test at this level
-        plans.append(PlannedLevel(profile.name, c, runs, requests, tokens, seconds, up_to))
+        plans.append(
+            PlannedLevel(
+                profile.name, c, runs, requests, tokens, seconds, up_to, window_s=profile.window_s
+            )
+        )
     return plans
 
 
@@ -153,8 +162,7 @@ def lines(
             f"  {name}: C = {', '.join(str(p.concurrency) for p in mine)}; "
             f"{'/'.join(sorted({str(p.runs) for p in mine}))} runs per level"
             f"{_up_to(mine)}; "
-            f"{sum(p.requests for p in mine):,} requests, {sum(p.tokens for p in mine):,} tokens; "
-            f"{when}"
+            f"{_served(mine)}; {when}"
         )
     note = f", plus {untimed} level(s) with no golden to time them" if untimed else ""
     names = list(dict.fromkeys(p.profile for p in plans))
@@ -210,6 +218,18 @@ def confirmation_lines(
             "measuring the undecided points again"
         )
     return out
+
+
+def _served(plans: list[PlannedLevel]) -> str:
+    """``48 requests, 3,072 tokens``; for windowed levels with no golden to say how fast the
+    server is, the windows instead: the requests are as many as the server serves in them."""
+    if any(p.requests is None or p.tokens is None for p in plans):
+        windows = sorted({f"{p.window_s:g} s" for p in plans if p.window_s is not None})
+        return f"windows of {'/'.join(windows)} (as many requests as the server serves in them)"
+    return (
+        f"{sum(p.requests or 0 for p in plans):,} requests, "
+        f"{sum(p.tokens or 0 for p in plans):,} tokens"
+    )
 
 
 def _up_to(plans: list[PlannedLevel]) -> str:

@@ -23,7 +23,7 @@ from pytest_llmperf.servers.lifecycle import free_port
 from pytest_llmperf.sim import paced
 
 #: Fast simulated-engine flags for tests: short load, 20x the reference node's speed.
-FAST_SIM_ARGS = ["--sim-load-time", "0.2", "--sim-speed", "20"]
+FAST_SIM_ARGS = ["--sim-load-time", "0.05", "--sim-speed", "20"]
 
 
 class Subprocess:
@@ -43,7 +43,8 @@ class Subprocess:
                 if httpx.get(self.url + ready_path, timeout=5).status_code == 200:
                     return
             except httpx.HTTPError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)  # refused, or not ready yet (503 while it loads): ask again
         self.stop()  # never leave a server behind, ready or not
         raise AssertionError(f"{args} not ready in 20 s")
 

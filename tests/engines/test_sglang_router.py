@@ -2,7 +2,7 @@
 SGLang 0.5.23 CPU workers behind SGLang's real router (sglang-router from PyPI), all launched by
 the plugin.
 
-One short session (one level, two recorded runs: the two workers load in parallel in about 47 s
+One short session (one level, one recorded run: the two workers load in parallel in about 47 s
 on 2 cores): the results name both workers, both served and had their cache flushed through the
 router, and no process is left."""
 
@@ -47,13 +47,14 @@ def test_the_router_profile_serves_through_both_real_workers_and_stops_them(pyte
     shutil.copytree(REPO / "perf_suites", pytester.path / "perf_suites",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     # The shipped file, its relative paths (../.sglang) resolved as in the checkout, and the
-    # router profile with runs of 8 requests instead of 16 (4 a worker: 16 s of CI less).
+    # router profile recording one run of 8 requests (4 a worker) instead of the profile's
+    # three: what this test asks of the router is that both workers serve, not a precise golden.
     (pytester.path / ".sglang").symlink_to(REPO / ".sglang", target_is_directory=True)
     with (pytester.path / "perf_suites" / "profiles.toml").open("a") as profiles:
-        profiles.write('\n[profiles.dp2]\nextends = "sglang-cpu-dp2"\nmin_requests = 8\n')
+        profiles.write('\n[profiles.dp2]\nextends = "sglang-cpu-dp2"\nmin_requests = 8\nruns = 1\n')
     result = pytester.runpytest_subprocess(
         "perf_suites", "--llm-profile=dp2", "-k", "output_throughput",
-        "--llm-concurrency", "2", "--perf-update", "--perf-update-runs", "2",
+        "--llm-concurrency", "2", "--perf-update", "--perf-update-runs", "1",
         "--perf-json", "out.json", "-p", "no:cacheprovider", timeout=600,
     )  # fmt: skip
     output = result.stdout.str()
@@ -64,6 +65,6 @@ def test_the_router_profile_serves_through_both_real_workers_and_stops_them(pyte
     assert [w["version"] for w in described["workers"]] == ["0.5.23", "0.5.23"]
     logs = [Path(w["log"]).read_text(errors="replace") for w in described["workers"]]
     for log in logs:
-        assert log.count('"POST /generate HTTP/1.1" 200') >= 8  # round robin: both served
+        assert log.count('"POST /generate HTTP/1.1" 200') >= 4  # round robin: both served
         assert "Cache flushed successfully!" in log  # /flush_cache through the router
     assert not leftovers(), leftovers()

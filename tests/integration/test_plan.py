@@ -56,3 +56,23 @@ def test_the_plan_is_timed_by_the_goldens_and_perf_plan_starts_nothing(pytester)
     result.assert_outcomes()  # nothing passed, failed, skipped or errored: nothing ran
     assert sorted(runs.glob("*/*.log")) == logs_before  # no server started
     assert processes_with(marker) == []
+
+
+def test_a_windowed_profile_with_no_golden_plans_its_windows_not_zero_requests(pytester):
+    """A windowed run serves as many requests as the server does in its window: with no golden
+    to say how fast that is, the plan names the windows (it said "0 requests, 0 tokens")."""
+    write_profiles(pytester, concurrency="[1, 4]", runs=3)
+    profiles = pytester.path / "profiles.toml"
+    profiles.write_text(
+        profiles.read_text().replace("min_requests = ", "window_s = 1.5\nmin_requests = ", 1)
+    )
+    pytester.makepyfile(test_perf=SPEEDUP_SUITE)
+    result = pytester.runpytest("--perf-plan", "--llm-profile", "sim-base")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "  sim-base: C = 1, 4; 3 runs per level; windows of 1.5 s (as many requests as the "
+            "server serves in them); about * s"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*0 requests, 0 tokens*")
