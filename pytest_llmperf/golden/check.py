@@ -18,6 +18,7 @@ from pytest_llmperf.core.judgement import GoldenRef, Judgement, invalid
 from pytest_llmperf.core.nodeid import NodeId
 from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.points import Point, unrecordable
+from pytest_llmperf.core.ungated import Host, why_not_gated
 from pytest_llmperf.golden import fingerprint
 from pytest_llmperf.golden.fingerprint import Fingerprint
 from pytest_llmperf.golden.model import GoldenFile, GoldenPoint
@@ -108,8 +109,11 @@ def pending(
     """``point`` as it will be written to its golden file at the end of the run.
 
     Replacing a golden (not pooling into it) with a mean worse than the warn margin is refused
-    (a FAIL) unless ``accept_worse`` says why; a point with a value no golden can hold (NaN,
-    infinite, 0) is not recorded (INVALID), and the run's other points still are.
+    (a FAIL) unless ``accept_worse`` says why, for a figure the gate holds the server to: one it
+    reports and does not gate (a p99 of too few values a run, a simulated engine its host
+    slowed: core/ungated.py) is no regression to refuse, and a recording is not failed on it.
+    A point with a value no golden can hold (NaN, infinite, 0) is not recorded (INVALID), and
+    the run's other points still are.
     """
     why_not = unrecordable(point.values)
     if why_not is not None:
@@ -117,7 +121,8 @@ def pending(
     if old is not None and not pool:
         ratio = point.summary.mean / old.mean
         worse = ratio > 1 + warn_margin if point.lower_is_better else ratio < 1 - warn_margin
-        if worse and not accept_worse:
+        gated = why_not_gated(point, Host()) is None
+        if worse and gated and not accept_worse:
             message = (
                 f"{point.label}: refusing to replace the golden "
                 f"{format_value(old.mean, point.unit, bare=True)} with "

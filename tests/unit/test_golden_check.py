@@ -4,6 +4,7 @@ the test unless it passes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,9 @@ from pytest_llmperf.fixtures.goldens import apply
 from pytest_llmperf.golden import check
 from pytest_llmperf.golden.check import Found
 from pytest_llmperf.golden.fingerprint import Fingerprint
-from pytest_llmperf.golden.store import PendingRun
+from pytest_llmperf.golden.store import PendingPoint, PendingRun
+from tests.builders import dist, measured
 from tests.builders import golden_file as built_golden
-from tests.builders import measured
 
 PATH = Path("baselines/p/sim.json")
 HARD = {"hardware": {"key": "sim"}, "engine": "sim", "model": "m", "server_args": {"tp_size": 8}}
@@ -147,6 +148,24 @@ def test_a_worse_golden_replaces_the_old_one_only_when_the_user_says_why(
         point.outcome is Outcome.RECORDED
         and point.message == f"p C=4: recorded {new:,.1f} into {PATH}"
     )
+
+
+@pytest.mark.parametrize(("per_run", "refused"), [(40, False), (700, True)])
+def test_a_worse_tail_blocks_a_re_recording_only_where_the_gate_holds_the_server_to_it(
+    per_run, refused
+):
+    """A p99 of 40 values a run is reported, not gated (662 certify it): 50 % worse, it is no
+    regression to refuse, and the recording is not failed on it; of 700 values it is."""
+    point = replace(measured("p", 4, [100.0, 100.0]), metric="ttft_p99_s")
+    point.runs = [
+        replace(r, ttft_s={**dist(0.006, 0.012), "n": per_run}) for r in point.runs
+    ]  # p99 12 ms
+    old = built_golden({"k": [0.008] * 10}).point("k")  # 8 ms
+    pending = check.pending(point, old, pool=False, accept_worse=None, warn_margin=0.2)
+    if refused:
+        assert "refusing to replace the golden 8.0 with 12.0 (+50.0 %" in fails(point, pending)
+    else:
+        assert isinstance(pending, PendingPoint) and pending.why == "--perf-update"
 
 
 def test_update_command_is_shell_quoted():
