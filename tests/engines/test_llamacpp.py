@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -79,8 +80,10 @@ def test_a_window_on_a_server_that_counts_only_at_the_end(llama_url):
     request cut at a window's close are counted at the finished requests' tokens per chunk:
     with one token an event, the windowed figure is exactly the chunks that arrived in the
     window over its length; with some events of two, the plugin must refuse the estimate. Two
-    measurements on 2 shared cores differ by noise (a ±15 %
-    comparison of them failed once in CI), so the whole-request run only bounds gross errors."""
+    measurements on 2 shared cores differ by noise (a ±15 % comparison of them failed once in
+    CI), so whole-request runs only bound gross errors: one before the window and one after, and
+    a host whose speed moved between them (in a full run, 44 tok/s for whole requests after a
+    window of 114, the next test slow too) skips with that reason."""
     from pytest_llmperf.core import metrics
     from pytest_llmperf.load.level import ClosedPlan
     from pytest_llmperf.load.workers import measure
@@ -88,11 +91,13 @@ def test_a_window_on_a_server_that_counts_only_at_the_end(llama_url):
 
     url = llama_url
     workload = Workload(api="openai", output_len=64, extra_body={"cache_prompt": False})
+    (before,) = measure(url, workload, ClosedPlan(2, 8, 1))
     (windowed,) = measure(url, workload, ClosedPlan(2, 0, 1, window_s=4.0))
-    (whole,) = measure(url, workload, ClosedPlan(2, 16, 1))
+    (after,) = measure(url, workload, ClosedPlan(2, 8, 1))
     w = metrics.summarize_run(windowed, 64)
-    n = metrics.summarize_run(whole, 64)
-    assert n.valid, n.problems
+    wholes = [metrics.summarize_run(run, 64) for run in (before, after)]
+    for n in wholes:
+        assert n.valid, n.problems
     assert w.window is not None and w.window["cancelled_requests"] == 2
     if metrics.tokens_per_chunk(windowed.records) != 1.0:
         # Some events carried two tokens (62 or 63 events for 64 tokens, seen while another
@@ -102,14 +107,20 @@ def test_a_window_on_a_server_that_counts_only_at_the_end(llama_url):
         return
     assert w.valid, w.problems
     assert w.window["tokens_estimated"]
-    print(
-        f"llama-server C=2: window {w.output_tok_s:.1f} tok/s, whole requests {n.output_tok_s:.1f}"
-    )
+    speeds = [n.output_tok_s for n in wholes]
+    print(f"llama-server C=2: window {w.output_tok_s:.1f} tok/s, whole requests {speeds}")
     opened, closed = windowed.window
     in_window = sum(opened <= t < closed for r in windowed.records for t in r.chunk_times)
     assert w.output_tok_s == pytest.approx(in_window / (closed - opened), rel=1e-9)
     # A cut request counted whole (64 tokens at once) or not at all would be off by far more.
-    assert 0.5 < w.output_tok_s / n.output_tok_s < 2.0
+    moved = max(speeds) / min(speeds) - 1
+    if moved > HOST_MOVED and not min(speeds) * 0.5 < w.output_tok_s < max(speeds) * 2.0:
+        pytest.skip(
+            f"this host's speed moved by {moved:.0%} around the window (whole requests at "
+            f"{speeds[0]:.1f}, then {speeds[1]:.1f} tok/s): the window's "
+            f"{w.output_tok_s:.1f} tok/s cannot be bounded by them"
+        )
+    assert 0.5 < w.output_tok_s / statistics.fmean(speeds) < 2.0
 
 
 def test_token_id_prompts_and_the_chat_api_on_llama_server(llama_url):
