@@ -15,10 +15,10 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 
+from pytest_llmperf.servers import readiness
 from pytest_llmperf.servers.lifecycle import free_port
 from pytest_llmperf.sim import paced
 
@@ -35,18 +35,17 @@ class Subprocess:
         self.proc = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+
+        def alive() -> None:
             if self.proc.poll() is not None:
                 raise AssertionError(f"{args} exited with {self.proc.returncode}")
-            try:
-                if httpx.get(self.url + ready_path, timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)  # refused, or not ready yet (503 while it loads): ask again
-        self.stop()  # never leave a server behind, ready or not
-        raise AssertionError(f"{args} not ready in 20 s")
+
+        problem = readiness.poll(
+            self.url + ready_path, timeout_s=20, poll_s=0.05, between=alive, request_timeout_s=5
+        )
+        if problem is not None:
+            self.stop()  # never leave a server behind, ready or not
+            raise AssertionError(f"{args} not ready in 20 s: {problem}")
 
     def stop(self) -> None:
         try:
