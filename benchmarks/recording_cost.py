@@ -110,6 +110,12 @@ def main() -> None:
         "--scale-load", action="store_true", help="scale the rates and e2e limit with the length"
     )
     parser.add_argument("--once", action="store_true", help="record once (no plan check)")
+    parser.add_argument(
+        "--goldens",
+        action="store_true",
+        help="start from the shipped goldens (recorded at 64 tokens), as issue 41's recording did",
+    )
+    parser.add_argument("--log", type=Path, default=None, help="write each recording's output")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="recording-cost-"))
@@ -118,6 +124,8 @@ def main() -> None:
         shutil.copytree(REPO / "perf_suites", suites, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy(REPO / "conftest.py", scratch)
         shutil.copy(REPO / "pyproject.toml", scratch)
+        if args.goldens:
+            shutil.copytree(REPO / "baselines", scratch / "baselines")
         profiles = suites / "profiles.toml"
         text = profiles.read_text().replace('"../.llama/', f'"{REPO}/.llama/')
         text = text.replace('"../.sglang/', f'"{REPO}/.sglang/')
@@ -125,6 +133,8 @@ def main() -> None:
             text = scaled(text, args.output_len, args.scale_load)
         profiles.write_text(text)
         first = record(scratch, args.pytest_args)
+        if args.log:
+            args.log.write_text("\n".join(first[1]))
         report("first recording", *first)
         if args.once:
             return

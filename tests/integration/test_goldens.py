@@ -157,6 +157,46 @@ def test_pool_runs_from_two_launches(pytester, project):
     assert point["summary"]["n"] == 6 and point["history"][-1]["why"] == "--perf-update --perf-pool"
 
 
+def test_a_recording_under_another_configuration_replaces_the_golden(pytester, project):
+    """A golden recorded under another configuration (here the server's speed flag, as an
+    output_len or an engine flag would be) is no baseline for the new one: re-recording
+    replaces it, neither refused as a regression nor pooled with."""
+    pytester.runpytest("--perf-update", "--perf-update-runs", "3").assert_outcomes(passed=2)
+    before = golden(pytester)[1]["points"]["test_perf.py::test_output_throughput[C=1]"]
+    slower = write_profiles(
+        pytester,
+        marker=project,
+        concurrency="[1, 4]",
+        runs=3,
+        extra_args='"--sim-speed", "10"',  # the last --sim-speed wins: half the speed
+        output_len=OUTPUT_LEN,
+    )
+    assert slower == project
+    result = pytester.runpytest("--perf-update", "--perf-update-runs", "3", "--perf-pool")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["golden: *sim.json: replaced test_perf.py::test_output_throughput?C=1?: *"]
+    )
+    _, data = golden(pytester)
+    assert data["fingerprint"]["hard"]["server_args"]["sim_speed"] == 10.0
+    point = data["points"]["test_perf.py::test_output_throughput[C=1]"]
+    assert len(point["runs"]) == 3  # not pooled with the old configuration's 3
+    assert point["summary"]["mean"] < 0.7 * before["summary"]["mean"]  # slower, not refused
+
+    # Under the same configuration, a worse recording is refused again.
+    write_profiles(
+        pytester,
+        marker=project,
+        concurrency="[1, 4]",
+        runs=3,
+        extra_args='"--sim-speed", "10", "--sim-throughput-multiplier", "0.5"',
+        output_len=OUTPUT_LEN,
+    )
+    result = pytester.runpytest("--perf-update", "--perf-update-runs", "3")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["sim-base C=1: refusing to replace the golden *"])
+
+
 def test_corrupt_golden_is_an_error_and_left_untouched(pytester, project):
     path = pytester.path / "baselines" / "sim-base" / "sim.json"
     path.parent.mkdir(parents=True)
