@@ -12,8 +12,8 @@ not on the plan. ``--perf-plan`` prints it and runs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_llmperf import engines
@@ -23,6 +23,7 @@ from pytest_llmperf.core.staging import (
     pooled_launch_runs,
     recording_runs,
 )
+from pytest_llmperf.golden.model import GoldenFile, GoldenPoint
 from pytest_llmperf.golden.store import GoldenError, golden_path, load
 from pytest_llmperf.history.timing import StoredTimes
 from pytest_llmperf.load.level import WARMUP_OUTPUT_LEN
@@ -44,13 +45,18 @@ class PlannedLevel:
     window_s: float | None = None
 
 
-def golden_runs(baseline_dir: Path, profile: Profile) -> dict[int, list[float]]:
-    """Recorded output tok/s runs per level of the profile's golden on this hardware ({} if none)."""
+def _golden(baseline_dir: Path, profile: Profile) -> GoldenFile | None:
+    """The profile's golden on this hardware (None: none, or unreadable: the run will say)."""
     try:
         key = engines.of(profile).hardware(profile)["key"]
-        golden = load(golden_path(baseline_dir, profile.name, key))
+        return load(golden_path(baseline_dir, profile.name, key))
     except (GoldenError, OSError):
-        return {}
+        return None
+
+
+def golden_runs(baseline_dir: Path, profile: Profile) -> dict[int, list[float]]:
+    """Recorded output tok/s runs per level of the profile's golden on this hardware ({} if none)."""
+    golden = _golden(baseline_dir, profile)
     if golden is None:
         return {}
     return {
@@ -107,7 +113,8 @@ def levels(
             measured = runs * profile.window_s
             tokens = round(speed * measured) if speed else None
             requests = round(tokens / profile.output_len) if tokens is not None else None
-            seconds = measured + (runs - 1) * profile.settle_s + (warmup / speed if speed else 0.0)
+            # A window opens settle_s after its run began at the earliest (load/closed_loop.py).
+            seconds = measured + runs * profile.settle_s + (warmup / speed if speed else 0.0)
         stored = (times or {}).get(profile.name)
         if stored is not None and c in stored.level_s:
             seconds = stored.level_s[c]  # what it really took, every test at this level
@@ -136,11 +143,127 @@ def _named(profile: Profile, name: str) -> Profile:
     return profile if profile.name == name else replace(profile, name=name)
 
 
+@dataclass(frozen=True)
+class Beside:
+    """What a session spends beside its closed-loop levels, as the plan expects it: the
+    open-loop rate levels, the capacity searches, and each launch's load (None where no golden
+    has its startup)."""
+
+    open_loop_s: float = 0.0
+    capacity_s: float = 0.0
+    loads_s: tuple[float | None, ...] = ()
+
+
+#: The llmperf calls the plan reads in a test's body, to tell what it will measure.
+MEASURING_CALLS = frozenset({"measure", "measured_by", "capacity", "acceptance"})
+
+
+@dataclass
+class Collected:
+    """What the collected tests will measure, per profile (a launch each): the closed-loop
+    levels in run order, the open-loop rates, and the profiles whose capacity is searched."""
+
+    points: list[tuple[Profile, int]] = field(default_factory=list)
+    rates: list[tuple[Profile, float]] = field(default_factory=list)
+    searched: list[Profile] = field(default_factory=list)
+    launched: dict[str, Profile] = field(default_factory=dict)
+
+
+def collected(items: Iterable[object], by_name: Mapping[str, Profile]) -> Collected:
+    """Read the collected ``items`` (pytest's) for what they measure of the profiles
+    ``by_name``: their parameters, and the llmperf calls their bodies make (:func:`calls`)."""
+    out = Collected()
+    seen: set[tuple[str, int, str | None]] = set()
+    shared: list[tuple[Profile, int]] = []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        profile = by_name.get(str(params.get("llm_profile")))
+        if profile is None:
+            continue
+        out.launched.setdefault(profile.name, profile)
+        made = calls(getattr(item, "function", None))
+        if params.get("llm_request_rate") is not None:
+            rate = (profile, params["llm_request_rate"])
+            if rate not in out.rates:
+                out.rates.append(rate)
+        elif "llm_concurrency" in params or made & {"measure", "acceptance"}:
+            c = params.get("llm_concurrency", 1)  # a test of its own at one stream
+            # A test that measures gets a level of its own (the prefill test's C = 10 is not
+            # the throughput test's); one that checks more figures of another's runs
+            # (llmperf.measured_by) spends no server time of its own where those are planned.
+            if "measured_by" in made and not made & {"measure", "acceptance"}:
+                shared.append((profile, c))
+            elif (key := (profile.name, c, getattr(item, "originalname", None))) not in seen:
+                seen.add(key)
+                out.points.append((profile, c))
+        if "capacity" in made and profile.measures_open_loop and profile not in out.searched:
+            out.searched.append(profile)
+    for profile, c in shared:  # measured here only where no test measures the level
+        if not any(key[:2] == (profile.name, c) for key in seen):
+            seen.add((profile.name, c, None))
+            out.points.append((profile, c))
+    return out
+
+
+def calls(function: object) -> frozenset[str]:
+    """Which of MEASURING_CALLS a test's body makes (the names its code uses; none for a test
+    that is not a plain function)."""
+    code = getattr(function, "__code__", None)
+    return frozenset(code.co_names) & MEASURING_CALLS if code is not None else frozenset()
+
+
+def loads(profiles: Iterable[Profile], baseline_dir: Path) -> tuple[float | None, ...]:
+    """Each launch's expected load: its golden's startup seconds (a later launch's are its
+    first's), None where the golden has none."""
+    out: list[float | None] = []
+    for profile in profiles:
+        golden = _golden(baseline_dir, _named(profile, profile.origin))
+        startup = [
+            p.mean for p in (golden.points.values() if golden else ()) if p.metric == "startup_s"
+        ]
+        out.append(max(startup) if startup else None)
+    return tuple(out)
+
+
+def expected_run_s(profile: Profile, rate: float) -> float:
+    """An open-loop run's expected length: its lead-in and window (the drain ends when the
+    window's last arrivals have their first tokens, about nothing on a server that keeps up)."""
+    from pytest_llmperf.load.open_loop import run_parts
+
+    lead, window, _ = run_parts(
+        rate, profile.window_s or 0.0, profile.min_requests, profile.settle_s
+    )
+    return lead + window
+
+
+def open_loop_seconds(
+    points: Iterable[tuple[Profile, float]], *, recording: bool, update_runs: int | None = None
+) -> float:
+    """The rate levels' expected time (their runs' lead-ins and windows)."""
+    points = list(points)
+    launches = recording_launches(p for p, _ in points)
+    total = 0.0
+    for profile, rate in points:
+        runs = (
+            recording_runs(profile.runs, update_runs, launches.get(profile.origin, 1))
+            if recording
+            else profile.runs
+        )
+        total += runs * expected_run_s(profile, rate)
+    return total
+
+
 def lines(
-    plans: list[PlannedLevel], *, recording: bool, times: dict[str, StoredTimes] | None = None
+    plans: list[PlannedLevel],
+    *,
+    recording: bool,
+    times: dict[str, StoredTimes] | None = None,
+    beside: Beside | None = None,
 ) -> list[str]:
     """The plan as the terminal shows it: one line per profile, then the total (with the
-    stored load times, when the history has them)."""
+    stored load times, when the history has them; else with ``beside``: the open loop, the
+    capacity searches and the loads the goldens time)."""
+    beside = beside or Beside()
     out = [f"llmperf plan{' (recording goldens)' if recording else ''}:"]
     total = 0.0
     untimed = 0
@@ -174,20 +297,34 @@ def lines(
             "capacity and prefill too) and the loads (from the history)"
         )
     elif loads:
-        total += sum(loads)
+        total += sum(loads) + beside.open_loop_s + beside.capacity_s
         out.append(f"  total: about {duration(total)}{note}, loads included (from the history)")
     else:
-        launches = len({p.profile for p in plans})
-        out.append(
-            f"  total: about {duration(total)} of measurement{note} ("
-            + (
-                "1 server launch; its load"
-                if launches == 1
-                else f"{launches} server launches; their loads"
-            )
-            + ", warm-ups and any capacity search are timed once a history has them)"
-        )
+        out.append(_total_line(total, untimed, beside))
     return out
+
+
+def _total_line(closed: float, untimed: int, beside: Beside) -> str:
+    """The total of a plan with no history to time it: what the goldens and the profile time,
+    part by part, and what they cannot."""
+    known = [s for s in beside.loads_s if s is not None]
+    total = closed + beside.open_loop_s + beside.capacity_s + sum(known)
+    parts = [f"closed loop {duration(closed)}"]
+    if beside.open_loop_s:
+        parts.append(f"open loop {duration(beside.open_loop_s)}")
+    if beside.capacity_s:
+        parts.append(f"capacity {duration(beside.capacity_s)}")
+    if known:
+        parts.append(f"{len(known)} load(s) {duration(sum(known))} (the golden's startup)")
+    left = []
+    if untimed:
+        left.append(f"{untimed} level(s) with no golden")
+    if len(known) < len(beside.loads_s):
+        left.append(f"{len(beside.loads_s) - len(known)} load(s) with no startup golden")
+    if not total and left:
+        return f"  total: not timed: {', '.join(left)} (no history yet)"
+    left_out = f"; not timed: {', '.join(left)}" if left else ""
+    return f"  total: about {duration(total)}: {', '.join(parts)}{left_out} (no history yet)"
 
 
 def confirmation_lines(
@@ -280,3 +417,120 @@ def rate_lines(
             f"arrivals; at most {duration(seconds)}"
         )
     return ["llmperf plan, rate levels (open loop):", *out] if out else []
+
+
+@dataclass(frozen=True)
+class PlannedSearch:
+    """A capacity search as the plan expects it to go: the rates it will probe and their time."""
+
+    profile: str
+    start: float
+    probes: tuple[float, ...]
+    seconds: float
+    #: Why the goldens say no rate can meet the SLO (the search will FAIL), else None.
+    unreachable: str | None = None
+    #: Where the expected end comes from ("the golden's capacity", …); None: not known.
+    basis: str | None = None
+
+
+def capacity_search(profile: Profile, baseline_dir: Path) -> PlannedSearch | None:
+    """The capacity search of ``profile`` as its goldens let the plan expect it (None: the
+    profile has no slo, and its capacity test skips). The search (core/capacity.py) starts at
+    the highest ``request_rate``, halves until a rate holds or doubles until one does not, then
+    bisects to ``RESOLUTION``; each probe is a first stage of runs of the rate's run length. Its
+    end is expected where the golden's capacity was (scaled by the golden's request length to
+    this one's), else where the golden's saturated throughput puts the server's service rate.
+    When the golden's single stream says one request takes longer than ``slo.e2e_s``, no rate
+    holds: the search halves until lower rates no longer lower e2e (below about one request in
+    flight), and the plan says so before any launch."""
+    from pytest_llmperf.core.capacity import MAX_HALVINGS, RESOLUTION, STAGES
+
+    if not profile.slo:
+        return None
+    start = float(max(profile.request_rate)) if profile.request_rate else 1.0
+    golden = _golden(baseline_dir, profile)
+    points = list(golden.points.values()) if golden is not None else []
+
+    def per_token(point: GoldenPoint) -> float:  # the golden's figure scaled to this length
+        length = point.workload.get("output_len")
+        return float(length) / profile.output_len if isinstance(length, (int, float)) else 1.0
+
+    capacity = next((p for p in points if p.metric == "capacity_req_s"), None)
+    throughput = [p for p in points if p.metric == "output_tok_s" and p.concurrency]
+    single = min(throughput, key=lambda p: p.concurrency, default=None)
+    unreachable = None
+    limit = profile.slo.get("e2e_s")
+    alone = (
+        profile.output_len / single.mean
+        if single is not None and single.concurrency == 1 and single.mean > 0
+        else None
+    )
+    if alone is not None and limit is not None:
+        if alone > limit:
+            unreachable = (
+                f"one {profile.output_len}-token request takes about {alone * 1000:.0f} ms at "
+                f"the golden's single stream, over the slo's e2e_s of {limit * 1000:.0f} ms: "
+                "no rate will meet it"
+            )
+    service = max(p.mean for p in throughput) / profile.output_len if throughput else None
+    cap: float | None
+    if unreachable is not None:
+        cap, basis = None, "the golden's single stream"
+    elif capacity is not None and capacity.mean > 0:
+        cap, basis = capacity.mean * per_token(capacity), "the golden's capacity"
+    elif service is not None:
+        cap, basis = service / 2, "half the golden's saturated throughput"
+    else:
+        cap, basis = start / 4, None
+    # Halving stops once half the arrivals no longer lower e2e: below about one request in
+    # flight (a rate of 1 ÷ a request's time alone), a request has the server to itself.
+    floor = 1 / alone if alone else start / 2**MAX_HALVINGS
+    probes = _probes(start, cap, floor, RESOLUTION, MAX_HALVINGS)
+    seconds = sum(STAGES[0] * expected_run_s(profile, rate) for rate in probes)
+    return PlannedSearch(profile.name, start, tuple(probes), seconds, unreachable, basis)
+
+
+def _probes(
+    start: float, cap: float | None, floor: float, resolution: float, halvings: int
+) -> list[float]:
+    """The rates a search from ``start`` probes when every rate up to ``cap`` holds (None:
+    none holds, and halving stops at ``floor``), as core/capacity.search goes."""
+    probes = [start]
+    low = start if cap is not None and start <= cap else None
+    high = None if low is not None else start
+    while len(probes) < 12:
+        if low is None:
+            assert high is not None
+            # An unreachable limit is told by a pair of probes: the search makes two at least.
+            floored = cap is None and high <= floor and len(probes) > 1
+            if high <= start / 2**halvings or floored:
+                break
+            rate = high / 2
+        elif high is None:
+            rate = low * 2
+        elif high / low <= 1 + resolution:
+            break
+        else:
+            rate = (low * high) ** 0.5
+        probes.append(rate)
+        if cap is not None and rate <= cap:
+            low = rate
+        else:
+            high = rate
+    return probes
+
+
+def capacity_lines(searches: list[PlannedSearch]) -> list[str]:
+    """The capacity searches as the plan expects them: the rates they will probe, their time,
+    and, where the goldens say so, that no rate can meet the SLO."""
+    out = []
+    for search in searches:
+        rates = ", ".join(f"{rate:.3g}" for rate in search.probes)
+        basis = f", ending where {search.basis} puts it" if search.basis else ""
+        out.append(
+            f"  {search.profile}: from {search.start:g} requests/s, about {len(search.probes)} "
+            f"probes ({rates}){basis}; about {duration(search.seconds)}"
+        )
+        if search.unreachable:
+            out.append(f"    {search.profile}: {search.unreachable}")
+    return ["llmperf plan, capacity searches:", *out] if out else []

@@ -320,27 +320,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from pytest_llmperf import plan
 
     by_name = {p.name: p for p in state.selected}
-    points: list[tuple[Profile, int]] = []
-    rates: list[tuple[Profile, float]] = []
-    for item in session.items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if params.get("llm_profile") in by_name and params.get("llm_request_rate") is not None:
-            rate = (by_name[params["llm_profile"]], params["llm_request_rate"])
-            if rate not in rates:
-                rates.append(rate)
-        if params.get("llm_profile") in by_name and "llm_concurrency" in params:
-            pair = (by_name[params["llm_profile"]], params["llm_concurrency"])
-            # A level is planned once: tests that check more figures of the same runs
-            # (llmperf.measured_by) spend no server time of their own.
-            if not any(p is pair[0] and c == pair[1] for p, c in points):
-                points.append(pair)
+    work = plan.collected(session.items, by_name)
+    points, rates, launched = work.points, work.rates, work.launched
     settings = state.settings
 
     rate_plan = plan.rate_lines(
         rates, recording=settings.recording, update_runs=settings.update_runs
     )
+    searches = [
+        search
+        for search in (plan.capacity_search(p, settings.baseline_dir) for p in work.searched)
+        if search is not None
+    ]
     if not points:
-        for line in rate_plan:
+        for line in [*rate_plan, *plan.capacity_lines(searches)]:
             reporter.write_line(line)
         return
     times = state.stored_times()
@@ -354,14 +347,27 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     )
     from pytest_llmperf.fixtures.server import unfair_plan_lines
 
-    planned = plan.lines(state.plan, recording=settings.recording, times=times)
+    open_loop = plan.open_loop_seconds(
+        rates, recording=settings.recording, update_runs=settings.update_runs
+    )
+    planned = plan.lines(
+        state.plan,
+        recording=settings.recording,
+        times=times,
+        beside=plan.Beside(
+            open_loop,
+            sum(search.seconds for search in searches),
+            plan.loads(launched.values(), settings.baseline_dir),
+        ),
+    )
     confirming = (
         [(p, state.launches_to_confirm(p)) for p in by_name.values() if state.can_confirm(p.name)]
         if settings.mode is Mode.GATE
         else []
     )
     confirm = plan.confirmation_lines(state.plan, confirming, times)
-    for line in [*planned, *confirm, *rate_plan, *unfair_plan_lines(state)]:
+    capacity = plan.capacity_lines(searches)
+    for line in [*planned, *confirm, *rate_plan, *capacity, *unfair_plan_lines(state)]:
         reporter.write_line(line)
 
 

@@ -22,7 +22,8 @@ def test_the_plan_is_timed_by_the_goldens_and_perf_plan_starts_nothing(pytester)
             # In run order: pytest 9.2 runs the second profile's levels as 4, 1 (it keeps the
             # session-scoped C = 4 from the first profile's last test), 9.0 as 1, 4.
             "  sim-spec: C = [14], [14]; 2 runs per level; 48 requests, 3,072 tokens; not timed*",
-            "  total: about 0 s of measurement, plus 4 level(s) with no golden to time them*",
+            "  total: not timed: 4 level(s) with no golden, 2 load(s) with no startup golden "
+            "(no history yet)",
         ]
     )
     assert any(line.startswith("  sim-spec: C = 1, 4;") or line.startswith("  sim-spec: C = 4, 1;")
@@ -48,6 +49,43 @@ def test_the_plan_is_timed_by_the_goldens_and_perf_plan_starts_nothing(pytester)
     result.stdout.no_fnmatch_line("*no golden*")
     # Nothing started (it was timed once: 2.1 s on a busy CI machine against a bound of 2).
     assert sorted(runs.glob("*/*.log")) == logs_before
+
+    # A capacity search is planned from the golden: where its single stream and its saturated
+    # throughput put the server, and, for an e2e limit no request can meet, the warning.
+    pytester.makepyfile(
+        test_cap="def test_capacity(llmperf):\n    llmperf.check_capacity(llmperf.capacity())\n"
+    )
+    profiles = pytester.path / "profiles.toml"
+    text = profiles.read_text()
+    for e2e, expected in (
+        ("10.0", ["  sim-base: from 8 requests/s, about * probes (8, 16, *; about * s"]),
+        (
+            "0.001",
+            [
+                "  sim-base: from 8 requests/s, about 2 probes (8, 4), ending where the "
+                "golden's single stream puts it; about * s",
+                "    sim-base: one 64-token request takes about * ms at the golden's single "
+                "stream, over the slo's e2e_s of 1 ms: no rate will meet it",
+            ],
+        ),
+    ):
+        profiles.write_text(
+            text.replace(
+                "min_requests = ",
+                f"slo = {{ e2e_s = {e2e} }}\nrequest_rate = [2, 8]\nmin_requests = ",
+                1,
+            )
+        )
+        result = pytester.runpytest("--perf-plan", "--llm-profile", "sim-base")
+        result.stdout.fnmatch_lines(
+            [
+                "  total: about *: closed loop *, capacity *; not timed: 1 load(s) with no startup "
+                "golden (no history yet)",
+                "llmperf plan, capacity searches:",
+                *expected,
+            ]
+        )
+    profiles.write_text(text)
 
     pytester.makeini("[pytest]\nllmperf_profiles_file = profiles.toml\nllmperf_plan = true\n")
     result = pytester.runpytest("--llm-profile", "sim-base")

@@ -1,0 +1,38 @@
+"""The plan's expected capacity search walks the rates the search itself probes."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_llmperf.core.capacity import MAX_HALVINGS, RESOLUTION, search
+from pytest_llmperf.plan import _probes
+from tests.unit.test_open_loop import run_metrics
+
+
+def step_server(capacity: float):
+    """Every rate up to ``capacity`` meets the SLO (e2e 150 ms) by far; above, e2e grows with
+    the rate (halving the rate lowers it, as a queue's does, so the search halves on)."""
+
+    def measure(rate: float, runs: int):
+        e2e = 0.05 if rate <= capacity else 0.15 * (1 + rate / capacity)
+        return [run_metrics(e2e) for _ in range(runs)]
+
+    return measure
+
+
+@pytest.mark.parametrize("start", [1.0, 5.0, 20.0, 400.0])
+@pytest.mark.parametrize("capacity", [0.3, 3.0, 35.4, 250.0])
+def test_the_planned_probes_are_the_searchs_own(start, capacity):
+    found = search("sim", step_server(capacity), {"e2e_s": 0.15}, 90, start)
+    planned = _probes(start, capacity, 0.0, RESOLUTION, MAX_HALVINGS)
+    assert planned == pytest.approx([p.rate for p in found.probes])
+
+
+def test_a_search_no_rate_can_pass_halves_to_its_floor_or_its_last_halving():
+    """Where the search stops halving depends on how the server's e2e falls with the rate
+    (core/capacity.py _unreachable); the plan stops below about one request in flight, as the
+    simulated pair did at 512 tokens (benchmarks/recording_cost.py)."""
+    assert _probes(20.0, None, 1.6, RESOLUTION, MAX_HALVINGS) == [20.0, 10.0, 5.0, 2.5, 1.25]
+    assert _probes(20.0, None, 0.0, RESOLUTION, MAX_HALVINGS) == [
+        20.0 / 2**k for k in range(MAX_HALVINGS + 1)
+    ]
