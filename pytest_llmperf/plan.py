@@ -4,10 +4,13 @@ tests measure, the runs, the requests and tokens, and how long it should take.
 The time comes from each level's golden (its recorded output tok/s: a run of N requests of
 ``output_len`` tokens takes N·output_len ÷ tok/s, plus the warm-up's C short requests); a level
 without a golden is counted but not timed. A profile measured over steady-state windows is
-timed by its windows (and the waits between them) even without a golden. The runs are the
+timed by its windows (and the settle before each) even without a golden. The runs are the
 first stage the golden allows (see :func:`pytest_llmperf.core.staging.first_stage`); an
-UNCERTAIN point adds more. Loads are not included: they depend on the engine and the model,
-not on the plan. ``--perf-plan`` prints it and runs nothing.
+UNCERTAIN point adds more. Beside the closed-loop levels, the total counts the open-loop rate
+levels (their lead-ins and windows), the capacity searches (the probes the goldens let it
+expect, :func:`capacity_search`) and each launch's load (its golden's startup). Once a history
+has the profile's runs, the total is what they took instead. ``--perf-plan`` prints it and
+runs nothing.
 """
 
 from __future__ import annotations
@@ -282,7 +285,7 @@ def lines(
         if timed and len(timed) < len(mine):
             when += f" + {len(mine) - len(timed)} level(s) with no golden"
         out.append(
-            f"  {name}: C = {', '.join(str(p.concurrency) for p in mine)}; "
+            f"  {name}: C = {_levels(mine)}; "
             f"{'/'.join(sorted({str(p.runs) for p in mine}))} runs per level"
             f"{_up_to(mine)}; "
             f"{_served(mine)}; {when}"
@@ -324,7 +327,10 @@ def _total_line(closed: float, untimed: int, beside: Beside) -> str:
     if not total and left:
         return f"  total: not timed: {', '.join(left)} (no history yet)"
     left_out = f"; not timed: {', '.join(left)}" if left else ""
-    return f"  total: about {duration(total)}: {', '.join(parts)}{left_out} (no history yet)"
+    return (
+        f"  total: about {duration(total)}: {', '.join(parts)}{left_out} (no history yet; "
+        "a point that needs more runs to decide adds them)"
+    )
 
 
 def confirmation_lines(
@@ -367,6 +373,14 @@ def _served(plans: list[PlannedLevel]) -> str:
         f"{sum(p.requests or 0 for p in plans):,} requests, "
         f"{sum(p.tokens or 0 for p in plans):,} tokens"
     )
+
+
+def _levels(plans: list[PlannedLevel]) -> str:
+    """``1 ×3, 2, 5, 10 ×2``: each level once, with how many tests measure one of their own."""
+    counts: dict[int, int] = {}
+    for p in plans:
+        counts[p.concurrency] = counts.get(p.concurrency, 0) + 1
+    return ", ".join(f"{c} ×{n}" if n > 1 else str(c) for c, n in counts.items())
 
 
 def _up_to(plans: list[PlannedLevel]) -> str:
@@ -433,11 +447,14 @@ class PlannedSearch:
     basis: str | None = None
 
 
-def capacity_search(profile: Profile, baseline_dir: Path) -> PlannedSearch | None:
+def capacity_search(
+    profile: Profile, baseline_dir: Path, *, recording: bool = True
+) -> PlannedSearch | None:
     """The capacity search of ``profile`` as its goldens let the plan expect it (None: the
     profile has no slo, and its capacity test skips). The search (core/capacity.py) starts at
     the highest ``request_rate``, halves until a rate holds or doubles until one does not, then
-    bisects to ``RESOLUTION``; each probe is a first stage of runs of the rate's run length. Its
+    bisects to ``RESOLUTION``; each probe is a first stage of runs of the rate's run length. A
+    gate starts from its golden's bracket, and a server as it was ends in those two probes. Its
     end is expected where the golden's capacity was (scaled by the golden's request length to
     this one's), else where the golden's saturated throughput puts the server's service rate.
     When the golden's single stream says one request takes longer than ``slo.e2e_s``, no rate
@@ -458,6 +475,13 @@ def capacity_search(profile: Profile, baseline_dir: Path) -> PlannedSearch | Non
     capacity = next((p for p in points if p.metric == "capacity_req_s"), None)
     throughput = [p for p in points if p.metric == "output_tok_s" and p.concurrency]
     single = min(throughput, key=lambda p: p.concurrency, default=None)
+    if not recording and capacity is not None and per_token(capacity) == 1.0:
+        low, high = capacity.extra.get("low"), capacity.extra.get("high")
+        if isinstance(low, (int, float)) and isinstance(high, (int, float)) and 0 < low < high:
+            seconds = sum(STAGES[0] * expected_run_s(profile, r) for r in (low, high))
+            return PlannedSearch(
+                profile.name, low, (low, high), seconds, None, "the golden's bracket"
+            )
     unreachable = None
     limit = profile.slo.get("e2e_s")
     alone = (
@@ -526,9 +550,13 @@ def capacity_lines(searches: list[PlannedSearch]) -> list[str]:
     out = []
     for search in searches:
         rates = ", ".join(f"{rate:.3g}" for rate in search.probes)
-        basis = f", ending where {search.basis} puts it" if search.basis else ""
+        basis = (
+            f", ending where {search.basis} puts it"
+            if search.basis
+            else ", a guess: no golden says where it ends"
+        )
         out.append(
-            f"  {search.profile}: from {search.start:g} requests/s, about {len(search.probes)} "
+            f"  {search.profile}: from {search.start:.3g} requests/s, about {len(search.probes)} "
             f"probes ({rates}){basis}; about {duration(search.seconds)}"
         )
         if search.unreachable:

@@ -329,7 +329,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     )
     searches = [
         search
-        for search in (plan.capacity_search(p, settings.baseline_dir) for p in work.searched)
+        for search in (
+            plan.capacity_search(p, settings.baseline_dir, recording=settings.recording)
+            for p in work.searched
+        )
         if search is not None
     ]
     if not points:

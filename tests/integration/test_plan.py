@@ -80,7 +80,7 @@ def test_the_plan_is_timed_by_the_goldens_and_perf_plan_starts_nothing(pytester)
         result.stdout.fnmatch_lines(
             [
                 "  total: about *: closed loop *, capacity *; not timed: 1 load(s) with no startup "
-                "golden (no history yet)",
+                "golden (no history yet; *)",
                 "llmperf plan, capacity searches:",
                 *expected,
             ]
