@@ -465,7 +465,7 @@ def capacity_search(
     if not profile.slo:
         return None
     start = float(max(profile.request_rate)) if profile.request_rate else 1.0
-    golden = _golden(baseline_dir, profile)
+    golden = _golden(baseline_dir, _named(profile, profile.origin))
     points = list(golden.points.values()) if golden is not None else []
 
     def per_token(point: GoldenPoint) -> float:  # the golden's figure scaled to this length

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_llmperf.core.capacity import MAX_HALVINGS, RESOLUTION, search
@@ -36,3 +38,57 @@ def test_a_search_no_rate_can_pass_halves_to_its_floor_or_its_last_halving():
     assert _probes(20.0, None, 0.0, RESOLUTION, MAX_HALVINGS) == [
         20.0 / 2**k for k in range(MAX_HALVINGS + 1)
     ]
+
+
+class Item:
+    """What the plan reads of a collected pytest item: its parameters, function and name."""
+
+    def __init__(self, function, **params):
+        self.callspec = type("CallSpec", (), {"params": params})()
+        self.function = function
+        self.originalname = function.__name__
+
+
+def test_a_test_that_measures_is_a_level_of_its_own_and_a_second_figure_is_not():
+    from pytest_llmperf.plan import collected
+    from pytest_llmperf.profiles_file import load_profiles
+
+    def test_output_throughput(llmperf, llm_concurrency):
+        llmperf.check(llmperf.measure(concurrency=llm_concurrency))
+
+    def test_latency(llmperf, llm_concurrency):
+        llmperf.check(llmperf.measured_by("test_output_throughput", llm_concurrency))
+
+    def test_prefill_heavy(llmperf, llm_concurrency):
+        llmperf.check(llmperf.measure(concurrency=llm_concurrency, input_len=2048))
+
+    def test_single_stream(llmperf, llm_profile):
+        llmperf.check(llmperf.measure(concurrency=1, runs=3))
+
+    def test_rate_latency(llmperf, llm_request_rate):
+        llmperf.check(llmperf.measure(rate=llm_request_rate))
+
+    def test_capacity(llmperf, llm_profile):
+        llmperf.check_capacity(llmperf.capacity())
+
+    shipped = Path(__file__).resolve().parents[2] / "perf_suites" / "profiles.toml"
+    profile = load_profiles(shipped).profiles["sim-baseline"]
+    items = [
+        Item(test, **{"llm_profile": "sim-baseline", **params})
+        for test, params in [
+            (test_latency, {"llm_concurrency": 1}),  # before the test whose runs it reads
+            (test_output_throughput, {"llm_concurrency": 1}),
+            (test_output_throughput, {"llm_concurrency": 10}),
+            (test_latency, {"llm_concurrency": 10}),
+            (test_latency, {"llm_concurrency": 30}),  # nothing else measures C = 30
+            (test_prefill_heavy, {"llm_concurrency": 10}),
+            (test_single_stream, {}),
+            (test_rate_latency, {"llm_request_rate": 5.0}),
+            (test_capacity, {}),
+            (test_capacity, {"llm_profile": "not-selected"}),
+        ]
+    ]
+    work = collected(items, {"sim-baseline": profile})
+    assert [c for _, c in work.points] == [1, 10, 10, 1, 30]
+    assert work.rates == [(profile, 5.0)]
+    assert work.searched == [profile] and list(work.launched) == ["sim-baseline"]
