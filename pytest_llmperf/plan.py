@@ -239,21 +239,21 @@ def expected_run_s(profile: Profile, rate: float) -> float:
     return lead + window
 
 
-def open_loop_seconds(
+def open_loop_levels(
     points: Iterable[tuple[Profile, float]], *, recording: bool, update_runs: int | None = None
-) -> float:
-    """The rate levels' expected time (their runs' lead-ins and windows)."""
+) -> dict[tuple[str, float], float]:
+    """Each rate level's expected time (its runs' lead-ins and windows), by (profile, rate)."""
     points = list(points)
     launches = recording_launches(p for p, _ in points)
-    total = 0.0
+    out = {}
     for profile, rate in points:
         runs = (
             recording_runs(profile.runs, update_runs, launches.get(profile.origin, 1))
             if recording
             else profile.runs
         )
-        total += runs * expected_run_s(profile, rate)
-    return total
+        out[(profile.name, rate)] = runs * expected_run_s(profile, rate)
+    return out
 
 
 def lines(

@@ -350,15 +350,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     )
     from pytest_llmperf.fixtures.server import unfair_plan_lines
 
-    open_loop = plan.open_loop_seconds(
+    open_loop = plan.open_loop_levels(
         rates, recording=settings.recording, update_runs=settings.update_runs
     )
+    # The live line's time left counts them too, each until it starts.
+    state.plan_beside = {
+        **{("rate", name, rate): s for (name, rate), s in open_loop.items()},
+        **{("capacity", search.profile, 0.0): search.seconds for search in searches},
+    }
     planned = plan.lines(
         state.plan,
         recording=settings.recording,
         times=times,
         beside=plan.Beside(
-            open_loop,
+            sum(open_loop.values()),
             sum(search.seconds for search in searches),
             plan.loads(launched.values(), settings.baseline_dir),
         ),

@@ -80,6 +80,9 @@ class LLMPerfSession:
     #: The levels still to be measured, in run order, as the plan timed them (the live line's
     #: time left in the session); a level leaves it when its measurement starts.
     plan: list[PlannedLevel] = field(default_factory=list)
+    #: The open-loop levels and capacity searches still to run, as the plan timed them, by
+    #: ("rate", profile, rate) and ("capacity", profile, 0.0); one leaves when it starts.
+    plan_beside: dict[tuple[str, str, float], float] = field(default_factory=dict)
     #: The selected profiles' request files, read and checked at configure time.
     datasets: dict[str, Dataset] = field(default_factory=dict)
     #: The workload each point was measured with, by (profile, golden key without metric):
@@ -224,11 +227,16 @@ class LLMPerfSession:
         if at is not None:
             del self.plan[at]
 
+    def beside_started(self, kind: str, profile: str, rate: float = 0.0) -> None:
+        """An open-loop level (``kind`` "rate") or a capacity search ("capacity") starts."""
+        self.plan_beside.pop((kind, profile, rate), None)
+
     def planned_seconds(self) -> tuple[float, int]:
-        """The levels still planned: their time, as the plan timed them, and how many it could
-        not time (no golden)."""
+        """The levels still planned (the open-loop levels and capacity searches too): their
+        time, as the plan timed them, and how many it could not time (no golden)."""
         later = [p.seconds for p in self.plan]
-        return sum(s for s in later if s is not None), sum(s is None for s in later)
+        timed = sum(s for s in later if s is not None) + sum(self.plan_beside.values())
+        return timed, sum(s is None for s in later)
 
     def stored_times(self) -> dict[str, StoredTimes]:
         """Per selected profile, what its earlier runs took (--perf-history; {} without)."""

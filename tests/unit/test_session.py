@@ -132,3 +132,19 @@ def test_finish_writes_queued_goldens_and_the_results_json(session, tmp_path):
         100.0,
         102.0,
     ]
+
+
+def test_the_time_left_counts_the_open_loop_and_capacity_until_each_starts(session):
+    from pytest_llmperf.plan import PlannedLevel
+
+    session.plan = [
+        PlannedLevel("sim-base", 1, 2, 32, 2048, 3.0),
+        PlannedLevel("sim-base", 4, 2, 32, 2048, None),
+    ]
+    session.plan_beside = {("rate", "sim-base", 5.0): 10.0, ("capacity", "sim-base", 0.0): 20.0}
+    assert session.planned_seconds() == (33.0, 1)
+    session.beside_started("rate", "sim-base", 5)  # the rate as the test passes it
+    assert session.planned_seconds() == (23.0, 1)
+    session.beside_started("capacity", "sim-base")
+    session.level_started("sim-base", 1)
+    assert session.planned_seconds() == (0.0, 1)
