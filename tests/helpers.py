@@ -22,8 +22,9 @@ from pytest_llmperf.servers import readiness
 from pytest_llmperf.servers.lifecycle import free_port
 from pytest_llmperf.sim import paced
 
-#: Fast simulated-engine flags for tests: short load, 20x the reference node's speed.
-FAST_SIM_ARGS = ["--sim-load-time", "0.05", "--sim-speed", "20"]
+#: Fast simulated-engine flags for tests: short load and warmup (the tests of loading set their
+#: own), 20x the reference node's speed.
+FAST_SIM_ARGS = ["--sim-load-time", "0.05", "--sim-warmup-time", "0.02", "--sim-speed", "20"]
 
 
 class Subprocess:

@@ -38,6 +38,12 @@ SIM_OPTIONS: dict[str, dict[str, Any]] = {
         "default": 0.5,
         "help": "seconds spent 'loading'. Default: %(default)s",
     },
+    "--sim-warmup-time": {
+        "type": float,
+        "default": 0.3,
+        "help": "the least seconds /health_generate answers 503 after the port is bound, while "
+        "the warmup request runs (SGLang's is about 1 s on the CPU). Default: %(default)s",
+    },
     "--sim-throughput-multiplier": {
         "type": float,
         "default": 1.0,

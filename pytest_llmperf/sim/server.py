@@ -56,8 +56,6 @@ log = logging.getLogger("sglang.sim")
 #: The schedulers' logger: SGLang prefixes each TP rank's lines with ``TPn``.
 rank_log = logging.getLogger("sglang.sim.scheduler")
 READY_LINE = "The server is fired up and ready to roll!"
-#: The shortest time /health_generate answers 503 after the port is bound (the warmup).
-WARMUP_MIN_S = 0.3
 #: SGLang 0.5.6 aborts a streaming request whose client went away only 2 s later (the response's
 #: background task, ``TokenizerManager.create_abort_task``) and keeps decoding it until then;
 #: 0.5.19+ abort it at once (``generate_request``'s ``except BaseException``). The sim keeps the
@@ -736,7 +734,7 @@ async def _serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
             internal=True,
         )
         server.engine.submit(req)
-        warmed = time.monotonic() + WARMUP_MIN_S
+        warmed = time.monotonic() + args.sim_warmup_time
         while not req.finished:
             await req.wake.wait()
             req.wake.clear()
