@@ -159,6 +159,8 @@ class Beside:
 
 #: The llmperf calls the plan reads in a test's body, to tell what it will measure.
 MEASURING_CALLS = frozenset({"measure", "measured_by", "capacity", "acceptance"})
+#: Those of them that measure a level of the test's own.
+OWN_LEVEL_CALLS = frozenset({"measure", "acceptance"})
 
 
 @dataclass
@@ -189,12 +191,12 @@ def collected(items: Iterable[object], by_name: Mapping[str, Profile]) -> Collec
             rate = (profile, params["llm_request_rate"])
             if rate not in out.rates:
                 out.rates.append(rate)
-        elif "llm_concurrency" in params or made & {"measure", "acceptance"}:
+        elif "llm_concurrency" in params or made & OWN_LEVEL_CALLS:
             c = params.get("llm_concurrency", 1)  # a test of its own at one stream
             # A test that measures gets a level of its own (the prefill test's C = 10 is not
             # the throughput test's); one that checks more figures of another's runs
             # (llmperf.measured_by) spends no server time of its own where those are planned.
-            if "measured_by" in made and not made & {"measure", "acceptance"}:
+            if "measured_by" in made and not made & OWN_LEVEL_CALLS:
                 shared.append((profile, c))
             elif (key := (profile.name, c, getattr(item, "originalname", None))) not in seen:
                 seen.add(key)
@@ -239,6 +241,15 @@ def expected_run_s(profile: Profile, rate: float) -> float:
     return lead + window
 
 
+def _open_loop_runs(
+    profile: Profile, launches: dict[str, int], recording: bool, update_runs: int | None
+) -> int:
+    """A rate level's runs: the recording's first on its launch, else the profile's."""
+    if recording:
+        return recording_runs(profile.runs, update_runs, launches.get(profile.origin, 1))
+    return profile.runs
+
+
 def open_loop_levels(
     points: Iterable[tuple[Profile, float]], *, recording: bool, update_runs: int | None = None
 ) -> dict[tuple[str, float], float]:
@@ -247,11 +258,7 @@ def open_loop_levels(
     launches = recording_launches(p for p, _ in points)
     out = {}
     for profile, rate in points:
-        runs = (
-            recording_runs(profile.runs, update_runs, launches.get(profile.origin, 1))
-            if recording
-            else profile.runs
-        )
+        runs = _open_loop_runs(profile, launches, recording, update_runs)
         out[(profile.name, rate)] = runs * expected_run_s(profile, rate)
     return out
 
@@ -413,11 +420,7 @@ def rate_lines(
     out = []
     for name, levels in by_profile.items():
         profile = levels[0][0]
-        runs = (
-            recording_runs(profile.runs, update_runs, launches.get(profile.origin, 1))
-            if recording
-            else profile.runs
-        )
+        runs = _open_loop_runs(profile, launches, recording, update_runs)
         seconds = arrivals = 0.0
         for _, rate in levels:
             lead, window, drain = run_parts(
