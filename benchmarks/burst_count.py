@@ -59,9 +59,11 @@ def server_command(threads: int, port: int, run_dir: Path) -> list[str]:
     return command
 
 
-async def one(client: httpx.AsyncClient, url: str, i: int) -> list[tuple[float, list]]:
+async def one(
+    client: httpx.AsyncClient, url: str, i: int, max_tokens: int = 32
+) -> list[tuple[float, list]]:
     """One streamed request: (read time, the step stamps of the tokens in that read)."""
-    body = {"model": "x", "prompt": f"{PROMPTS[i % 6]} ({i})", "max_tokens": 32,
+    body = {"model": "x", "prompt": f"{PROMPTS[i % 6]} ({i})", "max_tokens": max_tokens,
             "stream": True, "temperature": 0, "timings_per_token": True}  # fmt: skip
     reads, buf = [], b""
     async with client.stream("POST", f"{url}/v1/completions", json=body) as response:
@@ -81,7 +83,7 @@ async def one(client: httpx.AsyncClient, url: str, i: int) -> list[tuple[float, 
     return reads
 
 
-async def measure(url: str, levels: list[int], requests: int) -> dict[int, list]:
+async def measure(url: str, levels: list[int], requests: int, max_tokens: int) -> dict[int, list]:
     limits = httpx.Limits(max_keepalive_connections=0)  # llama-server closes idle ones
     out: dict[int, list] = {}
     async with httpx.AsyncClient(timeout=120, trust_env=False, limits=limits) as client:
@@ -89,7 +91,9 @@ async def measure(url: str, levels: list[int], requests: int) -> dict[int, list]
         for c in levels:
             out[c] = []
             for k in range(requests // c):
-                out[c] += await asyncio.gather(*(one(client, url, k * c + j) for j in range(c)))
+                out[c] += await asyncio.gather(
+                    *(one(client, url, k * c + j, max_tokens) for j in range(c))
+                )
     return out
 
 
@@ -107,14 +111,16 @@ def summarize(reqs: list) -> dict:
                 inside=max(inside), between=min(between))  # fmt: skip
 
 
-def measure_beside(command: list[str], hogs: int, levels: list[int], requests: int) -> dict:
+def measure_beside(
+    command: list[str], hogs: int, levels: list[int], requests: int, max_tokens: int = 32
+) -> dict:
     """Launch the server with ``hogs`` busy-looping processes beside it, measure, stop all."""
     url = f"http://127.0.0.1:{command[command.index('--port') + 1]}"
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
     try:
         wait_for_health(url, timeout_s=60.0)
-        return asyncio.run(measure(url, levels, requests))
+        return asyncio.run(measure(url, levels, requests, max_tokens))
     finally:
         for p in [server, *busy]:
             p.kill()
@@ -127,6 +133,7 @@ def main() -> None:
     parser.add_argument("--hogs", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--requests", type=int, default=24)
+    parser.add_argument("--max-tokens", type=int, default=32)
     a = parser.parse_args()
     print(f"{'-t':>3} {'hogs':>4} {'C':>2} {'steps':>5} {'joined':>6} {'client-true':>11} "
           f"{'max gap inside':>14} {'min gap between':>15}")  # fmt: skip
@@ -134,7 +141,7 @@ def main() -> None:
         for hogs in a.hogs:
             with tempfile.TemporaryDirectory(prefix="burst-count-") as run_dir:
                 command = server_command(threads, free_port("127.0.0.1"), Path(run_dir))
-                got = measure_beside(command, hogs, a.levels, a.requests)
+                got = measure_beside(command, hogs, a.levels, a.requests, a.max_tokens)
             for c, reqs in got.items():
                 s = summarize(reqs)
                 print(f"{threads:>3} {hogs:>4} {c:>2} {s['true']:>5} {s['joined']:>6} "
