@@ -168,8 +168,8 @@ def not_gated_for_too_few_values(
 def not_gated(verdict: Verdict, why: str) -> tuple[Verdict, str]:
     """A figure that says something of the point but cannot fail it (``why`` says what): a
     significant fall is a WARN; a rise, or one the runs cannot tell from noise, passes."""
-    if verdict.outcome is Outcome.CONFIRMING:  # no launch for a figure that cannot fail
-        past = verdict.undecided != "collapse"
+    if verdict.undecided is not None:  # no launch for a figure that cannot fail, nor a WARN
+        past = verdict.undecided != "collapse"  # for a collapse its runs could not rule out
         return replace(verdict, outcome=Outcome.WARN if past else Outcome.PASS, undecided=None), why
     if verdict.inconclusive or verdict.outcome is Outcome.UNCERTAIN:
         return replace(verdict, outcome=Outcome.PASS, inconclusive=False), why

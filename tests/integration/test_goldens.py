@@ -436,3 +436,40 @@ def test_a_recordings_later_launch_measures_no_open_loop(pytester, project):
         else:
             assert len(per_launch) == 2, (test, per_launch)
     assert sum("rate" in test for test in launches) == 2
+
+
+TTFT_SUITE = """
+def test_ttft(llmperf, llm_concurrency):
+    llmperf.check(llmperf.measure(concurrency=llm_concurrency), metric="ttft_p50_s")
+"""
+
+
+def test_a_latency_recorded_on_another_host_is_reported_and_gets_no_more_runs(pytester):
+    """The simulated engine's latencies are its host's: against a golden recorded on another
+    host they are reported, not gated, so the runs that would decide them are not spent. The
+    control: the same golden on this host is gated, and its runs set alike (no spread) leave
+    tonight's two out of line, which the stages must settle with more runs."""
+    write_profiles(pytester, concurrency="[1]", runs=2)
+    pytester.makepyfile(test_perf=TTFT_SUITE)
+    recorded = pytester.runpytest_subprocess("--perf-update", "--perf-update-runs", "5")
+    recorded.assert_outcomes(passed=1)
+    (path,) = (pytester.path / "baselines" / "sim-base").glob("*.json")
+    golden = json.loads(path.read_text())
+    (ttft,) = [e for e in golden["points"].values() if e["metric"] == "ttft_p50_s"]
+    for run in ttft["runs"]:
+        run["value"] = ttft["summary"]["mean"]
+    path.write_text(json.dumps(golden))
+
+    def runs_used() -> tuple[int, str]:
+        pytester.runpytest_subprocess("--perf-json", "out.json")
+        points = json.loads((pytester.path / "out.json").read_text())["points"]
+        (point,) = [p for p in points if p["metric"] == "ttft_p50_s"]
+        return len(point["runs"]), point["message"]
+
+    here, message = runs_used()
+    assert here > 2, message
+    del ttft["host"]  # as a golden recorded before goldens named their host, or elsewhere
+    path.write_text(json.dumps(golden))
+    elsewhere, message = runs_used()
+    assert elsewhere == 2, message
+    assert "reported, not gated: recorded on another host" in message, message

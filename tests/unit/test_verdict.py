@@ -6,11 +6,14 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.core.format import signed_percent
+from pytest_llmperf.core.judgement import not_gated
 from pytest_llmperf.core.metrics import lower_is_better
+from pytest_llmperf.core.outcome import Outcome
 from pytest_llmperf.core.verdict import (
     PRIOR_DOF,
     LaunchSpread,
     Margins,
+    Verdict,
     decide,
     describe,
     with_prior,
@@ -400,3 +403,21 @@ def test_launches_measured_far_wider_than_the_launch_cv_overrule_it():
     v = decide(**tonight, golden=gold, **M, launches=launches, spread=golden)
     assert v.name == "FAIL" and v.ratio < 0.7
     assert v.launch_sd == pytest.approx(0.077, abs=0.001) and golden.sd < 0.03
+
+
+@pytest.mark.parametrize(
+    ("outcome", "undecided", "reported"),
+    [
+        (Outcome.CONFIRMING, "collapse", Outcome.PASS),
+        (Outcome.WARN, "collapse", Outcome.PASS),  # no launch was left to confirm it
+        (Outcome.CONFIRMING, "past", Outcome.WARN),
+        (Outcome.WARN, "past", Outcome.WARN),
+        (Outcome.FAIL, None, Outcome.WARN),
+        (Outcome.IMPROVED, None, Outcome.PASS),
+    ],
+)
+def test_a_figure_reported_not_gated_warns_only_past_its_margin(outcome, undecided, reported):
+    """A figure that cannot fail its point: a collapse its runs could not rule out passes,
+    whether or not a launch was left to confirm it; past the margin or a FAIL is a WARN."""
+    v = Verdict(outcome, 1.1, 0.2, 0.8, 0.5, 2, 5, lower_is_better=True, undecided=undecided)
+    assert not_gated(v, "why")[0].outcome is reported
