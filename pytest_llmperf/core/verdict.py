@@ -302,7 +302,17 @@ def decide(
     def undecided(why: str) -> Verdict:
         return verdict(Outcome.CONFIRMING if can_confirm else Outcome.WARN, why=why)
 
-    waits = not last_stage and out_of_line  # one run out of line: more runs first
+    # One run out of line: more runs first, unless none could settle anything: the mean already
+    # clears the warn margin, a collapse is ruled out, and the launches' part alone holds the
+    # bound below the warn margin however many runs tonight adds.
+    futile = (
+        limit is not None
+        and limit.testable
+        and good > warn_floor
+        and collapse_lcb > collapse
+        and math.exp(limit.lower_bound(1.0 - alpha)) <= warn_floor
+    )
+    waits = not last_stage and out_of_line and not futile
     one_run = len(new) == 1
     if good <= floor and p_drop < fail_alpha and not waits:
         if one_run:  # more runs first; one run alone, at the last stage, FAILs nothing

@@ -146,6 +146,23 @@ def test_one_run_out_of_line_takes_the_next_stage_instead_of_failing():
     assert decide(runs, gold, **M, last_stage=True).name == "PASS"
 
 
+def test_runs_out_of_line_wait_only_where_more_runs_could_settle_the_point():
+    """Tonight's two runs 4 % apart against a golden of ten tight ones: out of line. Without a
+    launch spread more runs narrow the bound, so they wait. With one launch each side and a
+    3 % launch spread, the launches alone hold the 99 % bound below the warn margin however
+    many runs tonight adds; the mean clears it and a collapse is ruled out: PASS now (the
+    README's run took such a point from 2 to 10 runs, the bound fixed at 0.92). Runs 6.5 %
+    apart leave a collapse open: they still wait."""
+    spread = LaunchSpread(math.log1p(0.03) ** 2, 6, "the profile's launch_cv 0.03")
+    on = {"launches": ["g"] * len(GOLD), "new_launches": ["t", "t"]}
+    assert decide([98.0, 102.0], GOLD, **M).name == "UNCERTAIN"
+    settled = decide([98.0, 102.0], GOLD, **M, **on, spread=spread)
+    assert settled.name == "PASS" and settled.out_of_line, settled
+    assert decide([97.0, 103.5], GOLD, **M, **on, spread=spread).name == "UNCERTAIN"
+    # A mean in the warn zone may still move with more runs: it waits.
+    assert decide([93.0, 97.0], GOLD, **M, **on, spread=spread).name == "UNCERTAIN"
+
+
 def test_one_launch_and_no_spread_is_the_pooled_t_test():
     from scipy import stats
 
