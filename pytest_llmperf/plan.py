@@ -15,6 +15,7 @@ runs nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -457,8 +458,8 @@ def capacity_search(
     profile has no slo, and its capacity test skips). The search (core/capacity.py) starts at
     the highest ``request_rate``, halves until a rate holds or doubles until one does not, then
     bisects to ``RESOLUTION``; each probe is a first stage of runs of the rate's run length. A
-    gate starts from its golden's bracket, and a server as it was ends in those two probes. Its
-    end is expected where the golden's capacity was (scaled by the golden's request length to
+    gate starts from its golden's bracket (:func:`_from_bracket`). A recording's search is
+    expected to end where the golden's capacity was (scaled by the golden's request length to
     this one's), else where the golden's saturated throughput puts the server's service rate.
     When the golden's single stream says one request takes longer than ``slo.e2e_s``, no rate
     holds: the search halves until lower rates no longer lower e2e (below about one request in
@@ -481,10 +482,7 @@ def capacity_search(
     if not recording and capacity is not None and per_token(capacity) == 1.0:
         low, high = capacity.extra.get("low"), capacity.extra.get("high")
         if isinstance(low, (int, float)) and isinstance(high, (int, float)) and 0 < low < high:
-            seconds = sum(STAGES[0] * expected_run_s(profile, r) for r in (low, high))
-            return PlannedSearch(
-                profile.name, low, (low, high), seconds, None, "the golden's bracket"
-            )
+            return _from_bracket(profile, capacity, low, high)
     unreachable = None
     limit = profile.slo.get("e2e_s")
     alone = (
@@ -517,14 +515,48 @@ def capacity_search(
     return PlannedSearch(profile.name, start, tuple(probes), seconds, unreachable, basis)
 
 
+def _from_bracket(
+    profile: Profile, capacity: GoldenPoint, low: float, high: float
+) -> PlannedSearch:
+    """A gate's search from its golden's bracket. A server as it was ends in those two probes,
+    each at the SLO's edge (its middle stage of runs expected). Where the golden's launches
+    read capacities outside the bracket, tonight's launch may too: the search is expected to
+    walk to the farthest of them, doubling and bisecting as core/capacity.search does."""
+    from pytest_llmperf.core.capacity import MAX_HALVINGS, RESOLUTION, STAGES
+
+    outside = [
+        v for v in capacity.values if not low / (1 + RESOLUTION) <= v <= high * (1 + RESOLUTION)
+    ]
+    if not outside:
+        seconds = sum(STAGES[1] * expected_run_s(profile, r) for r in (low, high))
+        return PlannedSearch(profile.name, low, (low, high), seconds, None, "the golden's bracket")
+    far = max(outside, key=lambda v: abs(math.log(v / math.sqrt(low * high))))
+    probes = _probes(low, far, 0.0, RESOLUTION, MAX_HALVINGS, then=high)
+    seconds = sum(STAGES[1] * expected_run_s(profile, r) for r in probes)
+    basis = (
+        f"the farthest of the golden's launches ({', '.join(f'{v:.3g}' for v in capacity.values)}"
+        f" requests/s; its bracket {low:.3g}-{high:.3g})"
+    )
+    return PlannedSearch(profile.name, low, tuple(probes), seconds, None, basis)
+
+
 def _probes(
-    start: float, cap: float | None, floor: float, resolution: float, halvings: int
+    start: float,
+    cap: float | None,
+    floor: float,
+    resolution: float,
+    halvings: int,
+    then: float | None = None,
 ) -> list[float]:
     """The rates a search from ``start`` probes when every rate up to ``cap`` holds (None:
-    none holds, and halving stops at ``floor``), as core/capacity.search goes."""
+    none holds, and halving stops at ``floor``), as core/capacity.search goes; ``then``: the
+    rate it probes second when ``start`` holds (a golden's bracket)."""
     probes = [start]
     low = start if cap is not None and start <= cap else None
     high = None if low is not None else start
+    if low is not None and then is not None and then > start:
+        probes.append(then)
+        low, high = (then, None) if cap is not None and then <= cap else (low, then)
     while len(probes) < 12:
         if low is None:
             assert high is not None

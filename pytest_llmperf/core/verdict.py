@@ -267,8 +267,6 @@ def decide(
     ``lower_is_better`` (a latency): the same rule on the inverted figure, with the margins
     read as the latency's rise: a fail margin of 15 % fails a point that is significantly more
     than 15 % slower (ratio ≥ 1.15), and a latency at least 10 % down is IMPROVED."""
-    from pytest_llmperf.core.student import t_quantile
-
     sign = -1.0 if lower_is_better else 1.0
     ratio = statistics.fmean(new) / statistics.fmean(golden)
     # On "goodness" (above 1 is better) both directions share one rule.
@@ -279,17 +277,12 @@ def decide(
     p_drop, p_gain = test.p_less(), test.p_greater()
     lcb = math.exp(test.lower_bound(1.0 - alpha))
     collapse_lcb = math.exp(test.lower_bound(1.0 - COLLAPSE_ALPHA))
-    if lower_is_better:
-        floor, warn_floor = 1.0 / (1.0 + fail_margin), 1.0 / (1.0 + warn_margin)
-        ceiling, collapse = 1.0 / (1.0 - improve_margin), 1.0 / (1.0 + COLLAPSE * fail_margin)
-    else:
-        floor, warn_floor, ceiling = 1.0 - fail_margin, 1.0 - warn_margin, 1.0 + improve_margin
-        collapse = max(1.0 - COLLAPSE * fail_margin, 0.01)
+    floor, warn_floor, ceiling, collapse = _bounds(
+        fail_margin, warn_margin, improve_margin, lower_is_better
+    )
     # However many runs tonight adds, the launches' part of the noise stays: the smallest drop
     # that could FAIL (at the FAIL's own α) on these launches.
-    detectable = None
-    if limit is not None and limit.testable:
-        detectable = 1.0 - math.exp(-t_quantile(1.0 - fail_alpha, limit.dof) * limit.se)
+    detectable = _smallest_detectable(limit, fail_alpha)
     runs_can_tell = detectable is None or math.exp(test.diff) * (1 - detectable) > floor
 
     def verdict(outcome: Outcome, inconclusive: bool = False, why: str | None = None) -> Verdict:
@@ -305,13 +298,8 @@ def decide(
     # One run out of line: more runs first, unless none could settle anything: the mean already
     # clears the warn margin, a collapse is ruled out, and the launches' part alone holds the
     # bound below the warn margin however many runs tonight adds.
-    futile = (
-        limit is not None
-        and limit.testable
-        and good > warn_floor
-        and collapse_lcb > collapse
-        and math.exp(limit.lower_bound(1.0 - alpha)) <= warn_floor
-    )
+    settled = good > warn_floor and collapse_lcb > collapse
+    futile = settled and _launches_hold_below(limit, warn_floor, alpha)
     waits = not last_stage and out_of_line and not futile
     one_run = len(new) == 1
     if good <= floor and p_drop < fail_alpha and not waits:
@@ -333,6 +321,40 @@ def decide(
     if good >= ceiling and p_gain < alpha:
         return verdict(Outcome.IMPROVED)
     return verdict(Outcome.PASS)
+
+
+def _bounds(
+    fail_margin: float, warn_margin: float, improve_margin: float, lower_is_better: bool
+) -> tuple[float, float, float, float]:
+    """The FAIL floor, the WARN floor, the IMPROVED ceiling and the collapse on "goodness"
+    (above 1 is better): a latency's margins read as its rise."""
+    if lower_is_better:
+        return (
+            1.0 / (1.0 + fail_margin),
+            1.0 / (1.0 + warn_margin),
+            1.0 / (1.0 - improve_margin),
+            1.0 / (1.0 + COLLAPSE * fail_margin),
+        )
+    collapse = max(1.0 - COLLAPSE * fail_margin, 0.01)
+    return 1.0 - fail_margin, 1.0 - warn_margin, 1.0 + improve_margin, collapse
+
+
+def _smallest_detectable(limit: TwoSample | None, fail_alpha: float) -> float | None:
+    """The smallest drop that could FAIL at ``fail_alpha`` with endless runs on these
+    launches (None: no launch spread limits it)."""
+    from pytest_llmperf.core.student import t_quantile
+
+    if limit is None or not limit.testable:
+        return None
+    return 1.0 - math.exp(-t_quantile(1.0 - fail_alpha, limit.dof) * limit.se)
+
+
+def _launches_hold_below(limit: TwoSample | None, level: float, alpha: float) -> bool:
+    """Whether the launches' part of the noise alone (``limit``: the test with endless runs
+    on these launches) holds the 1 − ``alpha`` lower bound at or below ``level``."""
+    return (
+        limit is not None and limit.testable and math.exp(limit.lower_bound(1.0 - alpha)) <= level
+    )
 
 
 def _smallest_fail(test: TwoSample, floor: float, fail_alpha: float) -> float | None:

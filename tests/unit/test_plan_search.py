@@ -30,6 +30,58 @@ def test_the_planned_probes_are_the_searchs_own(start, capacity):
     assert planned == pytest.approx([p.rate for p in found.probes])
 
 
+@pytest.mark.parametrize("capacity", [25.0, 32.0, 40.0, 120.0])
+def test_from_a_bracket_the_planned_probes_are_the_searchs_own(capacity):
+    """A gate's search starts at its golden's bracket: its low, then (once that holds) its high."""
+    found = search("sim", step_server(capacity), {"e2e_s": 0.15}, 90, 30.8, then=33.6)
+    planned = _probes(30.8, capacity, 0.0, RESOLUTION, MAX_HALVINGS, then=33.6)
+    assert planned == pytest.approx([p.rate for p in found.probes])
+
+
+def test_a_gate_whose_golden_launches_straddle_its_bracket_plans_the_walk_beyond_it(tmp_path):
+    """The shipped sim-baseline golden's launches read 40.0 and 30.8 requests/s, its bracket
+    30.8-33.6: the README's run then walked to 47.6 in six probes (51.6 s) where the plan said
+    two (6 s). A golden whose launches lie in its bracket still plans the bracket's two."""
+    import json
+    import shutil
+
+    from pytest_llmperf.core.capacity import STAGES
+    from pytest_llmperf.plan import capacity_search, expected_run_s
+    from pytest_llmperf.profiles_file import load_profiles
+
+    repo = Path(__file__).resolve().parents[2]
+    profile = load_profiles(repo / "perf_suites" / "profiles.toml").profiles["sim-baseline"]
+    path = tmp_path / "sim-baseline" / "sim.json"
+    path.parent.mkdir()
+    shutil.copy(repo / "baselines" / "sim-baseline" / "sim.json", path)
+    golden = json.loads(path.read_text())
+    (cap,) = [p for p in golden["points"].values() if p["metric"] == "capacity_req_s"]
+    low, high = 30.8, 33.6
+    cap["low"], cap["high"] = low, high
+
+    def planned(values: list[float]):
+        for run, value in zip(cap["runs"], values, strict=True):
+            run["value"] = value
+        path.write_text(json.dumps(golden))
+        search = capacity_search(profile, tmp_path, recording=False)
+        assert search is not None
+        return search
+
+    beyond = planned([40.0, 30.8])
+    assert beyond.probes == pytest.approx(
+        _probes(low, 40.0, 0.0, RESOLUTION, MAX_HALVINGS, then=high)
+    )
+    assert len(beyond.probes) == 6 and beyond.probes[2] == pytest.approx(2 * high)
+    assert "the farthest of the golden's launches (40, 30.8 requests/s" in str(beyond.basis)
+    within = planned([32.0, 31.0])
+    assert within.probes == pytest.approx((low, high)) and within.basis == "the golden's bracket"
+    # Each probe at the SLO's edge: its middle stage of runs.
+    assert within.seconds == pytest.approx(
+        sum(STAGES[1] * expected_run_s(profile, r) for r in (low, high))
+    )
+    assert beyond.seconds > 2.5 * within.seconds
+
+
 def test_a_search_no_rate_can_pass_halves_to_its_floor_or_its_last_halving():
     """Where the search stops halving depends on how the server's e2e falls with the rate
     (core/capacity.py _unreachable); the plan stops below about one request in flight, as the
