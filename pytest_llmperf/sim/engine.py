@@ -138,6 +138,16 @@ class Engine:
         elif req in self.waiting:
             self.waiting.remove(req)
 
+    def abort_all(self, why: str) -> None:
+        """The server is stopping: every request it holds fails with ``why``, so that no
+        response waits on a scheduler that no longer runs (a queued request whose client went
+        away would keep its handler, and the server's exit, waiting)."""
+        for req in [*self.running, *self.waiting]:
+            req.error = why
+            req.wake.set()
+        self.running.clear()
+        self.waiting.clear()
+
     def reset_counters(self) -> None:
         self.spec_verify_total = 0
         self.spec_tokens_total = 0

@@ -753,6 +753,7 @@ async def _serve(args: argparse.Namespace, unmodeled: dict[str, Any]) -> int:
     if rendezvous is not None:
         rendezvous.release()
     scheduler.cancel()
+    server.engine.abort_all("the server is shutting down")
     await runner.cleanup()
     return 0
 

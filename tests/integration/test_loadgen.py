@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import socket
 import time
 
 import pytest
@@ -144,3 +147,51 @@ def test_extra_body_fields_reach_every_request_and_the_workload_definition():
     )
     assert workload.describe()["extra_body"] == {"cache_prompt": False}  # a hard key of every point
     assert "extra_body" not in Workload(api="openai", output_len=8).describe()
+
+
+def test_a_stopping_simulated_server_fails_the_requests_it_holds_and_exits_at_once():
+    """SIGTERM while twenty 512-token requests wait behind two running ones: every request the
+    server holds fails with its reason, so no response keeps it waiting, and it exits at once.
+    (It waited out aiohttp's 60 s shutdown timeout, and the plugin's stop SIGKILLed it after
+    the profile's shutdown_timeout_s: 10 s at the end of the README's run.)"""
+    server = start_sim("--max-running-requests", "2", "--enable-metrics")
+    body = json.dumps(
+        {
+            "text": "hi",
+            "sampling_params": {"max_new_tokens": 512, "ignore_eos": True},
+            "stream": True,
+        }
+    ).encode()
+    head = b"POST /generate HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n"
+    clients = []
+    try:
+        for _ in range(20):
+            client = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+            client.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            clients.append(client)
+        deadline = time.monotonic() + 10
+        while "sglang:num_queue_reqs" not in (
+            text := queue_metric(server.url)
+        ) or not text.endswith(" 18"):
+            assert time.monotonic() < deadline, text
+            time.sleep(0.05)
+        started = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        server.proc.wait(timeout=20)
+        assert time.monotonic() - started < 5, time.monotonic() - started
+        answer = b""
+        while chunk := clients[-1].recv(65536):
+            answer += chunk
+        assert b"the server is shutting down" in answer, answer[-300:]
+    finally:
+        for client in clients:
+            client.close()
+        server.stop()
+
+
+def queue_metric(url: str) -> str:
+    """The simulated server's queue gauge line, as its /metrics says it."""
+    import httpx
+
+    lines = httpx.get(f"{url}/metrics", timeout=5).text.splitlines()
+    return next((line for line in lines if line.startswith("sglang:num_queue_reqs")), "")
