@@ -339,14 +339,14 @@ def _bounds(
     return 1.0 - fail_margin, 1.0 - warn_margin, 1.0 + improve_margin, collapse
 
 
-def _smallest_detectable(limit: TwoSample | None, fail_alpha: float) -> float | None:
-    """The smallest drop that could FAIL at ``fail_alpha`` with endless runs on these
-    launches (None: no launch spread limits it)."""
+def _smallest_detectable(test: TwoSample | None, fail_alpha: float) -> float | None:
+    """The smallest drop ``test``'s noise lets reach p < ``fail_alpha`` (None: no test, or one
+    without a spread); on the limit test, what endless runs on these launches could FAIL."""
     from pytest_llmperf.core.student import t_quantile
 
-    if limit is None or not limit.testable:
+    if test is None or not test.testable:
         return None
-    return 1.0 - math.exp(-t_quantile(1.0 - fail_alpha, limit.dof) * limit.se)
+    return 1.0 - math.exp(-t_quantile(1.0 - fail_alpha, test.dof) * test.se)
 
 
 def _launches_hold_below(limit: TwoSample | None, level: float, alpha: float) -> bool:
@@ -359,11 +359,8 @@ def _launches_hold_below(limit: TwoSample | None, level: float, alpha: float) ->
 
 def _smallest_fail(test: TwoSample, floor: float, fail_alpha: float) -> float | None:
     """The smallest drop ``test``'s noise lets FAIL (at least the fail margin, 1 − ``floor``)."""
-    from pytest_llmperf.core.student import t_quantile
-
-    if not test.testable:
-        return None
-    return max(1.0 - math.exp(-t_quantile(1.0 - fail_alpha, test.dof) * test.se), 1.0 - floor)
+    drop = _smallest_detectable(test, fail_alpha)
+    return None if drop is None else max(drop, 1.0 - floor)
 
 
 def _by_launch(
